@@ -1,0 +1,34 @@
+# The two commands of the README: `make demo` and `make test`. Both do the whole setup first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.loom-installed
+
+.PHONY: setup demo test lint format clean
+
+setup: $(STAMP)
+	@scripts/ensure-debian-packages.sh
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/python -m loom.demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -n 2 -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,17 @@
+"""The exception types every part of loom raises."""
+
+
+class LoomError(Exception):
+    """Base of every error loom raises on purpose: says what was expected, what was found, where."""
+
+
+class ScheduleError(LoomError):
+    """An invalid use of a schedule primitive; the message names the stage and the axis."""
+
+
+class LoweringError(LoomError):
+    """A schedule or program that cannot be turned into a loop program."""
+
+
+class InterpreterError(LoomError):
+    """The reference interpreter met an illegal operation (out-of-bounds access, zero divisor)."""

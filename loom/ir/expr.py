@@ -1,0 +1,582 @@
+"""Expressions of the loop IR.
+
+Every expression has a `dtype`. Operators on expressions build new expressions with TVM's rules:
+`+ - *` as usual, `/` is division (truncating for integers, like C), `//` and `%` are floor
+division and floor modulo, `< <= > >=` compare, `& | ^ ~ << >>` are bitwise (logical on bool).
+`==` and `!=` compare *structure* and return a Python bool, as for every IR value; build an
+equality test with `loom.ir.op.equal(a, b)` (also `te.equal`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from loom.ir.dtype import BOOL, HANDLE, INT32, DataType, dtype
+from loom.ir.node import Node, derived, node
+
+if TYPE_CHECKING:
+    from loom.ir.buffer import Buffer
+
+_var_ids = itertools.count(1)
+
+
+class PrimExpr(Node):
+    """Base of all expressions."""
+
+    dtype: DataType
+
+    # Arithmetic operators build expressions (see module docstring for the rules).
+    def __add__(self, other):
+        return op.add(self, other)
+
+    def __radd__(self, other):
+        return op.add(other, self)
+
+    def __sub__(self, other):
+        return op.sub(self, other)
+
+    def __rsub__(self, other):
+        return op.sub(other, self)
+
+    def __mul__(self, other):
+        return op.mul(self, other)
+
+    def __rmul__(self, other):
+        return op.mul(other, self)
+
+    def __truediv__(self, other):
+        return op.div(self, other)
+
+    def __rtruediv__(self, other):
+        return op.div(other, self)
+
+    def __floordiv__(self, other):
+        return op.floordiv(self, other)
+
+    def __rfloordiv__(self, other):
+        return op.floordiv(other, self)
+
+    def __mod__(self, other):
+        return op.floormod(self, other)
+
+    def __rmod__(self, other):
+        return op.floormod(other, self)
+
+    def __neg__(self):
+        return op.neg(self)
+
+    def __lt__(self, other):
+        return op.less(self, other)
+
+    def __le__(self, other):
+        return op.less_equal(self, other)
+
+    def __gt__(self, other):
+        return op.greater(self, other)
+
+    def __ge__(self, other):
+        return op.greater_equal(self, other)
+
+    def __and__(self, other):
+        return op.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return op.bitwise_and(other, self)
+
+    def __or__(self, other):
+        return op.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return op.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return op.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return op.bitwise_xor(other, self)
+
+    def __invert__(self):
+        return op.bitwise_not(self)
+
+    def __lshift__(self, other):
+        return op.shift_left(self, other)
+
+    def __rshift__(self, other):
+        return op.shift_right(self, other)
+
+    def __bool__(self):
+        raise TypeError(
+            "an IR expression has no Python truth value; build conditions with loom.ir.op "
+            "(equal, all_, any_) and use select/if_then_else instead of Python `if`"
+        )
+
+    def astype(self, target: str | DataType) -> PrimExpr:
+        """Cast to another dtype (no-op when the dtype is already `target`)."""
+        return op.cast(self, target)
+
+
+@node
+class Var(PrimExpr):
+    """A variable: a loop index, a scalar parameter, or a buffer's data pointer (dtype handle).
+
+    Two variables are the same only if they are the same variable: each gets a unique `id`.
+    """
+
+    name: str
+    dtype: DataType = INT32
+    id: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"Var name must be a non-empty str, got {self.name!r}")
+        self._set("dtype", dtype(self.dtype))
+        if self.id == 0:
+            self._set("id", next(_var_ids))
+
+    def copy_with_name(self, name: str) -> Var:
+        """A new, distinct variable of the same dtype."""
+        return Var(name, self.dtype)
+
+
+@node
+class IntImm(PrimExpr):
+    """An integer or bool constant."""
+
+    value: int
+    dtype: DataType = INT32
+
+    def __post_init__(self) -> None:
+        dt = dtype(self.dtype)
+        self._set("dtype", dt)
+        if not (dt.is_integer or dt.is_bool or dt.is_handle) or dt.is_vector:
+            raise ValueError(f"IntImm needs a scalar integer or bool dtype, got {dt}")
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            self._set("value", int(self.value))
+        if not dt.is_handle and not dt.min_value() <= self.value <= dt.max_value():
+            raise ValueError(f"constant {self.value} does not fit in {dt}")
+
+
+@node
+class FloatImm(PrimExpr):
+    """A floating-point constant."""
+
+    value: float
+    dtype: DataType = dtype("float32")
+
+    def __post_init__(self) -> None:
+        dt = dtype(self.dtype)
+        self._set("dtype", dt)
+        if not dt.is_float or dt.is_vector:
+            raise ValueError(f"FloatImm needs a scalar float dtype, got {dt}")
+        self._set("value", float(self.value))
+
+
+@node
+class StringImm(PrimExpr):
+    """A string argument of a call (a symbol name, an error message)."""
+
+    value: str
+    dtype: DataType = derived(HANDLE)
+
+
+def _same_dtype(name: str, a: PrimExpr, b: PrimExpr) -> DataType:
+    if not isinstance(a, PrimExpr) or not isinstance(b, PrimExpr):
+        raise TypeError(
+            f"{name} takes two PrimExpr operands, got {type(a).__name__}, {type(b).__name__}"
+        )
+    if a.dtype != b.dtype:
+        raise TypeError(f"{name} operands must have the same dtype, got {a.dtype} and {b.dtype}")
+    return a.dtype
+
+
+class BinaryOp(PrimExpr):
+    """Base of arithmetic and bitwise operations on two operands of the same dtype."""
+
+    a: PrimExpr
+    b: PrimExpr
+    symbol = "?"
+
+    def __post_init__(self) -> None:
+        self._set("dtype", _same_dtype(type(self).__name__, self.a, self.b))
+
+
+@node
+class Add(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "+"
+
+
+@node
+class Sub(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "-"
+
+
+@node
+class Mul(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "*"
+
+
+@node
+class Div(BinaryOp):
+    """Division: true division for floats, truncation toward zero for integers (C)."""
+
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "/"
+
+
+@node
+class Mod(BinaryOp):
+    """Remainder of truncating division (C's %)."""
+
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "%"
+
+
+@node
+class FloorDiv(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "floordiv"
+
+
+@node
+class FloorMod(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "floormod"
+
+
+@node
+class Min(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "min"
+
+
+@node
+class Max(BinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "max"
+
+
+class IntegerBinaryOp(BinaryOp):
+    def __post_init__(self) -> None:
+        dt = _same_dtype(type(self).__name__, self.a, self.b)
+        if not (dt.is_integer or dt.is_bool):
+            raise TypeError(f"{type(self).__name__} needs integer operands, got {dt}")
+        self._set("dtype", dt)
+
+
+@node
+class BitAnd(IntegerBinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "&"
+
+
+@node
+class BitOr(IntegerBinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "|"
+
+
+@node
+class BitXor(IntegerBinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "^"
+
+
+@node
+class ShiftLeft(IntegerBinaryOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "<<"
+
+
+@node
+class ShiftRight(IntegerBinaryOp):
+    """Arithmetic shift for signed integers, logical for unsigned."""
+
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = ">>"
+
+
+class CompareOp(PrimExpr):
+    """Base of comparisons; the result is bool with the operands' lanes."""
+
+    a: PrimExpr
+    b: PrimExpr
+    symbol = "?"
+
+    def __post_init__(self) -> None:
+        dt = _same_dtype(type(self).__name__, self.a, self.b)
+        self._set("dtype", BOOL.with_lanes(dt.lanes))
+
+
+@node
+class EQ(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "=="
+
+
+@node
+class NE(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "!="
+
+
+@node
+class LT(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "<"
+
+
+@node
+class LE(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "<="
+
+
+@node
+class GT(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = ">"
+
+
+@node
+class GE(CompareOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = ">="
+
+
+class LogicalOp(PrimExpr):
+    a: PrimExpr
+    b: PrimExpr
+    symbol = "?"
+
+    def __post_init__(self) -> None:
+        dt = _same_dtype(type(self).__name__, self.a, self.b)
+        if not dt.is_bool:
+            raise TypeError(f"{type(self).__name__} needs bool operands, got {dt}")
+        self._set("dtype", dt)
+
+
+@node
+class And(LogicalOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "&&"
+
+
+@node
+class Or(LogicalOp):
+    a: PrimExpr
+    b: PrimExpr
+    dtype: DataType = derived()
+    symbol = "||"
+
+
+@node
+class Not(PrimExpr):
+    a: PrimExpr
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        if not self.a.dtype.is_bool:
+            raise TypeError(f"Not needs a bool operand, got {self.a.dtype}")
+        self._set("dtype", self.a.dtype)
+
+
+@node
+class Select(PrimExpr):
+    """`condition ? true_value : false_value`; both sides are evaluated (see `if_then_else`)."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        dt = _same_dtype("Select", self.true_value, self.false_value)
+        cond = self.condition.dtype
+        if not cond.is_bool or cond.lanes not in (1, dt.lanes):
+            raise TypeError(f"Select condition must be bool with 1 or {dt.lanes} lanes, got {cond}")
+        self._set("dtype", dt)
+
+
+@node
+class Cast(PrimExpr):
+    dtype: DataType
+    value: PrimExpr
+
+    def __post_init__(self) -> None:
+        dt = dtype(self.dtype)
+        if dt.lanes != self.value.dtype.lanes:
+            raise TypeError(f"Cast from {self.value.dtype} to {dt} changes the number of lanes")
+        self._set("dtype", dt)
+
+
+@node
+class BufferLoad(PrimExpr):
+    """Read `buffer[indices]`. A vector index (a Ramp) reads several lanes; lanes whose
+    `predicate` is false are not read (their value is undefined)."""
+
+    buffer: Buffer
+    indices: tuple[PrimExpr, ...]
+    predicate: PrimExpr | None = None
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.indices, tuple):
+            self._set("indices", tuple(self.indices))
+        lanes = _access_lanes(self.buffer, self.indices, self.predicate)
+        self._set("dtype", self.buffer.dtype.with_lanes(lanes))
+
+
+def _access_lanes(buffer, indices, predicate) -> int:
+    if len(indices) != len(buffer.shape):
+        raise ValueError(
+            f"buffer {buffer.name} has {len(buffer.shape)} dimensions, accessed with "
+            f"{len(indices)} indices"
+        )
+    lanes = 1
+    for index in indices:
+        idt = index.dtype
+        if not idt.is_integer:
+            raise TypeError(f"index of buffer {buffer.name} must be an integer, got {idt}")
+        if idt.lanes > 1:
+            if lanes > 1 and lanes != idt.lanes:
+                raise TypeError(f"indices of buffer {buffer.name} have different lanes")
+            lanes = idt.lanes
+    if predicate is not None and predicate.dtype != BOOL.with_lanes(lanes):
+        raise TypeError(
+            f"predicate of an access to {buffer.name} must be bool with {lanes} "
+            f"lanes, got {predicate.dtype}"
+        )
+    return lanes
+
+
+class CallKind(StrEnum):
+    INTRINSIC = "intrin"
+    EXTERN = "extern"
+
+
+@node
+class Call(PrimExpr):
+    """A call of an intrinsic (`kind=intrin`, see loom.ir.intrinsics) or an extern C symbol."""
+
+    dtype: DataType
+    op: str
+    args: tuple[PrimExpr, ...]
+    kind: CallKind = CallKind.INTRINSIC
+
+    def __post_init__(self) -> None:
+        self._set("dtype", dtype(self.dtype))
+        self._set("kind", CallKind(self.kind))
+        if not isinstance(self.args, tuple):
+            self._set("args", tuple(self.args))
+        for arg in self.args:
+            if not isinstance(arg, PrimExpr):
+                raise TypeError(f"argument of call {self.op} must be a PrimExpr, got {arg!r}")
+        if self.kind == CallKind.INTRINSIC:
+            from loom.ir.intrinsics import check_call
+
+            check_call(self)
+        elif not self.op.isidentifier():
+            raise ValueError(f"extern symbol name must be a C identifier, got {self.op!r}")
+
+
+@node
+class Ramp(PrimExpr):
+    """The vector `[base, base + stride, ..., base + (lanes-1)*stride]`."""
+
+    base: PrimExpr
+    stride: PrimExpr
+    lanes: int
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        dt = _same_dtype("Ramp", self.base, self.stride)
+        if dt.lanes != 1 or self.lanes < 2:
+            raise TypeError(f"Ramp needs scalar base/stride and lanes >= 2, got {dt}, {self.lanes}")
+        self._set("dtype", dt.with_lanes(self.lanes))
+
+
+@node
+class Broadcast(PrimExpr):
+    """A vector with `value` in every lane."""
+
+    value: PrimExpr
+    lanes: int
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        if self.value.dtype.lanes != 1 or self.lanes < 2:
+            raise TypeError(
+                f"Broadcast needs a scalar value and lanes >= 2, got "
+                f"{self.value.dtype}, {self.lanes}"
+            )
+        self._set("dtype", self.value.dtype.with_lanes(self.lanes))
+
+
+@node
+class Let(PrimExpr):
+    """`let var = value in body` inside an expression."""
+
+    var: Var
+    value: PrimExpr
+    body: PrimExpr
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        if self.var.dtype != self.value.dtype:
+            raise TypeError(f"Let binds {self.var.name}: {self.var.dtype} to a {self.value.dtype}")
+        self._set("dtype", self.body.dtype)
+
+
+def is_const_int(e: PrimExpr, value: int | None = None) -> bool:
+    """True if `e` is an integer constant (equal to `value` if given)."""
+    return isinstance(e, IntImm) and (value is None or e.value == value)
+
+
+from loom.ir import op  # noqa: E402  (operators above call into op; op builds these classes)
