@@ -73,12 +73,26 @@ def floordiv(a, b):
 
 def floormod(a, b):
     if isinstance(a, float) or isinstance(b, float):
-        if b == 0:
-            return math.nan
-        return a - math.floor(a / b) * b
+        return float_floormod(a, b)
     if b == 0:
         raise InterpreterError("integer modulo by zero")
     return a % b
+
+
+def float_floormod(a: float, b: float) -> float:
+    """a - floor(a / b) * b with libm's answers for zero, infinite and NaN operands."""
+    if b == 0 or math.isnan(a) or math.isnan(b) or math.isinf(a):
+        return math.nan
+    if math.isinf(b):
+        return a if (a >= 0) == (b > 0) or a == 0 else b
+    return a - math.floor(a / b) * b
+
+
+def float_fmod(a: float, b: float) -> float:
+    """C's fmod: NaN for a zero divisor or an infinite/NaN dividend."""
+    if b == 0 or math.isnan(a) or math.isnan(b) or math.isinf(a):
+        return math.nan
+    return math.fmod(a, b)
 
 
 def float_div(a: float, b: float) -> float:
@@ -113,7 +127,7 @@ def binary(op: str, a, b, dt: DataType):
         elif op == "Div":
             r = float_div(a, b)
         elif op == "Mod":
-            r = math.fmod(a, b) if b != 0 else math.nan
+            r = float_fmod(a, b)
         elif op == "FloorDiv":
             r = floordiv(a, b)
         elif op == "FloorMod":
