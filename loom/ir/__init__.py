@@ -45,6 +45,7 @@ from loom.ir.expr import (
     Var,
 )
 from loom.ir.function import IRModule, PrimFunc
+from loom.ir.interpret import Pointer, Storage, interpret, python_source
 from loom.ir.printer import to_text
 from loom.ir.stmt import (
     NOP,
@@ -109,6 +110,7 @@ __all__ = [
     "Mutator",
     "Not",
     "Or",
+    "Pointer",
     "PrimExpr",
     "PrimFunc",
     "Ramp",
@@ -117,6 +119,7 @@ __all__ = [
     "ShiftLeft",
     "ShiftRight",
     "Stmt",
+    "Storage",
     "StringImm",
     "Sub",
     "Var",
@@ -124,8 +127,10 @@ __all__ = [
     "decl_buffer",
     "dtype",
     "free_vars",
+    "interpret",
     "op",
     "post_order_visit",
+    "python_source",
     "seq",
     "substitute",
     "to_text",

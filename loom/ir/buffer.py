@@ -72,27 +72,31 @@ class Buffer(Node):
         return tuple(out)
 
     def element_strides(self) -> tuple[PrimExpr, ...]:
-        """Strides in elements: the declared ones, or compact row-major."""
+        """Strides in elements: the declared ones, or compact row-major (int64 when a stride
+        does not fit in int32)."""
         if self.strides:
             return self.strides
-        strides: list[PrimExpr] = []
-        acc: PrimExpr = IntImm(1, self.shape[-1].dtype) if self.shape else IntImm(1)
+        if all(isinstance(s, IntImm) for s in self.shape):
+            strides, acc = [], 1
+            for extent in reversed(self.shape):
+                strides.append(acc)
+                acc *= extent.value
+            dt = INT32 if acc <= INT32.max_value() else INT64
+            return tuple(IntImm(v, dt) for v in reversed(strides))
+        out: list[PrimExpr] = []
+        acc_expr: PrimExpr = IntImm(1)
         for extent in reversed(self.shape):
-            strides.append(acc)
-            acc = acc * extent
-        return tuple(reversed(strides))
+            out.append(acc_expr)
+            acc_expr = acc_expr * extent
+        return tuple(reversed(out))
 
     def storage_elements(self) -> PrimExpr:
         """Number of elements of storage the buffer spans."""
         if not self.shape:
             return IntImm(1)
-        if not self.strides:
-            total: PrimExpr = IntImm(1, self.shape[0].dtype)
-            for extent in self.shape:
-                total = total * extent
-            return total
-        span: PrimExpr = IntImm(1)
-        for extent, stride in zip(self.shape, self.strides):
+        strides = self.element_strides()
+        span: PrimExpr = IntImm(1, strides[0].dtype)
+        for extent, stride in zip(self.shape, strides):
             span = span + (extent - 1) * stride
         return span
 

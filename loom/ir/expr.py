@@ -9,6 +9,7 @@ equality test with `loom.ir.op.equal(a, b)` (also `te.equal`).
 
 from __future__ import annotations
 
+import abc
 import itertools
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -20,6 +21,51 @@ if TYPE_CHECKING:
     from loom.ir.buffer import Buffer
 
 _var_ids = itertools.count(1)
+
+
+class ExprLike(abc.ABC):
+    """An object that stands for an expression (a te IterVar stands for its loop variable):
+    `as_expr()` gives it, and arithmetic on it builds expressions."""
+
+    @abc.abstractmethod
+    def as_expr(self) -> PrimExpr:
+        """The expression this object stands for."""
+
+    def __add__(self, other):
+        return op.add(self, other)
+
+    def __radd__(self, other):
+        return op.add(other, self)
+
+    def __sub__(self, other):
+        return op.sub(self, other)
+
+    def __rsub__(self, other):
+        return op.sub(other, self)
+
+    def __mul__(self, other):
+        return op.mul(self, other)
+
+    def __rmul__(self, other):
+        return op.mul(other, self)
+
+    def __floordiv__(self, other):
+        return op.floordiv(self, other)
+
+    def __mod__(self, other):
+        return op.floormod(self, other)
+
+    def __lt__(self, other):
+        return op.less(self, other)
+
+    def __le__(self, other):
+        return op.less_equal(self, other)
+
+    def __gt__(self, other):
+        return op.greater(self, other)
+
+    def __ge__(self, other):
+        return op.greater_equal(self, other)
 
 
 class PrimExpr(Node):

@@ -32,6 +32,7 @@ from loom.ir.expr import (
     CallKind,
     Cast,
     Div,
+    ExprLike,
     FloatImm,
     FloorDiv,
     FloorMod,
@@ -82,9 +83,11 @@ def const(value: Number, dt: str | DataType | None = None) -> PrimExpr:
 
 
 def convert(value: PrimExpr | Number) -> PrimExpr:
-    """An expression from an expression or a Python number."""
+    """An expression from an expression, an ExprLike or a Python number."""
     if isinstance(value, PrimExpr):
         return value
+    if isinstance(value, ExprLike):
+        return value.as_expr()
     if isinstance(value, int | float | bool):
         return const(value)
     raise TypeError(f"expected a PrimExpr or a Python number, got {type(value).__name__}")
@@ -117,6 +120,10 @@ def _wider(a: DataType, b: DataType) -> DataType:
 
 def match_types(a: PrimExpr | Number, b: PrimExpr | Number) -> tuple[PrimExpr, PrimExpr]:
     """Bring two operands to one dtype (see module docstring)."""
+    if isinstance(a, ExprLike):
+        a = a.as_expr()
+    if isinstance(b, ExprLike):
+        b = b.as_expr()
     if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
         b = _number_like(b, a)
     elif isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):

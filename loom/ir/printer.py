@@ -38,7 +38,7 @@ def _const_text(value, dt: DataType) -> str:
         return "True" if value else "False"
     if dt.is_float:
         text = str(np.float32(value)) if dt.bits == 32 else repr(float(value))
-        if dt.bits == 32:
+        if dt.bits == 32 and np.isfinite(value):
             return f"{text}f"
         return f"{dt}({text})"
     if str(dt) == "int32":
@@ -227,6 +227,20 @@ class _Printer:
 
     def e_Broadcast(self, e: E.Broadcast) -> str:
         return f"broadcast({self.expr(e.value)}, {e.lanes})"
+
+    def e_ProducerLoad(self, e) -> str:  # a tensor read in a te.compute rule
+        return f"{e.tensor.name}[{', '.join(self.expr(i) for i in e.indices)}]"
+
+    def e_Reduce(self, e) -> str:  # a te reduction
+        axes = ", ".join(
+            f"{self.name_of(iv.var)}: [{self.expr(iv.dom.min)}, "
+            f"{self.expr(iv.dom.min + iv.dom.extent)})"
+            for iv in e.axis
+        )
+        text = f"{e.combiner.name}({self.expr(e.source)}, axis=[{axes}]"
+        if not (isinstance(e.condition, E.IntImm) and e.condition.value):
+            text += f", where={self.expr(e.condition)}"
+        return text + ")"
 
     def e_Let(self, e: E.Let) -> str:
         return f"(let {self.name_of(e.var)} = {self.expr(e.value)} in {self.expr(e.body)})"

@@ -126,3 +126,26 @@ def uses_var(node: Any, var: Var) -> bool:
 
     post_order_visit(node, check)
     return found
+
+
+class _Renamer(_Substituter):
+    """Substitutes variables by variables, at their uses and where they are bound."""
+
+    def visit_For(self, s):
+        new = self.generic_mutate(s)
+        var = self.mapping.get(s.loop_var, s.loop_var)
+        return new if var is s.loop_var else new.replace(loop_var=var)
+
+    def visit_LetStmt(self, s):
+        new = self.generic_mutate(s)
+        var = self.mapping.get(s.var, s.var)
+        return new if var is s.var else new.replace(var=var)
+
+    visit_Let = visit_LetStmt
+
+
+def rename_vars(node: Any, mapping: Mapping[Var, Var]) -> Any:
+    """Replace variables by other variables everywhere, including loop and let bindings."""
+    if not mapping:
+        return node
+    return _Renamer(mapping).visit(node)

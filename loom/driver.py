@@ -1,0 +1,40 @@
+"""`loom.lower`: from a schedule (or loop IR) to the lowered loop program."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loom.ir.expr import Var
+from loom.ir.function import IRModule, PrimFunc
+from loom.te.schedule import Schedule
+from loom.te.tensor import Tensor
+from loom.transform import pipeline
+from loom.transform.pass_infra import PassContext
+
+
+def lower(
+    inp: Schedule | PrimFunc | IRModule,
+    args: Sequence[Tensor | Var] | None = None,
+    name: str = "main",
+) -> IRModule:
+    """Lower a schedule (with its argument list) or loop IR through the lowering pipeline.
+
+    The passes run under the current `PassContext`, which may insert user passes at the phases
+    of `loom.transform.pipeline.LOWER`.
+    """
+    if isinstance(inp, Schedule):
+        if args is None:
+            raise TypeError(
+                "lower(schedule, args): the argument list (tensors and scalar vars) is required"
+            )
+        from loom.te.lower import lower_schedule
+
+        mod = IRModule((lower_schedule(inp, list(args), name),))
+    elif isinstance(inp, PrimFunc):
+        mod = IRModule((inp,))
+    elif isinstance(inp, IRModule):
+        mod = inp
+    else:
+        raise TypeError(f"lower takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
+    ctx = PassContext.current()
+    return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)

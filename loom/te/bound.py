@@ -1,0 +1,216 @@
+"""Bound inference across stages: the range of every loop of every stage.
+
+A stage computed at the root covers its whole shape. A stage attached with `compute_at(C, ivar)`
+covers only the region its consumer C reads during one iteration of loop `ivar`: C's loops
+outside `ivar` (and `ivar` itself) stay fixed symbols, the loops inside it range over their
+extents. Loop extents are always constants (the upper bound of the region's size); the region's
+start may be an expression of the enclosing loops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from loom.errors import LoweringError
+from loom.ir import op as irop
+from loom.ir.bound import IntBound, const_int_bound, symbolic_interval
+from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.simplify import simplify
+from loom.ir.visitor import post_order_visit, substitute
+from loom.te.schedule import AttachType, Split, Stage
+from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Reduce
+
+
+@dataclasses.dataclass
+class StageBounds:
+    """Where a stage's loops run: root ranges (start expression, constant extent), the extent of
+    every iteration variable, and each one's offset as an expression of the leaf loop vars."""
+
+    root_min: dict[IterVar, PrimExpr]
+    extent: dict[IterVar, int]
+    offset: dict[IterVar, PrimExpr]
+
+    def root_value(self, iv: IterVar) -> PrimExpr:
+        return simplify(self.root_min[iv] + self.offset[iv])
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def derive_extents(stage: Stage, root_extent: dict[IterVar, int]) -> dict[IterVar, int]:
+    """Extents of all iteration variables from the root extents, through splits and fuses."""
+    ext = dict(root_extent)
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            parent = ext[rel.parent]
+            if rel.factor is not None:
+                ext[rel.outer], ext[rel.inner] = _ceil_div(parent, rel.factor), rel.factor
+            else:
+                ext[rel.outer], ext[rel.inner] = rel.nparts, _ceil_div(parent, rel.nparts)
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ext
+
+
+def derive_offsets(stage: Stage, ext: dict[IterVar, int]) -> dict[IterVar, PrimExpr]:
+    """Each iteration variable's position in its range, as an expression of the leaf loops."""
+    off: dict[IterVar, PrimExpr] = {iv: iv.var for iv in stage.leaf_iter_vars}
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            off[rel.parent] = off[rel.outer] * ext[rel.inner] + off[rel.inner]
+        else:
+            fused = off[rel.fused]
+            off[rel.outer] = irop.floordiv(fused, ext[rel.inner])
+            off[rel.inner] = irop.floormod(fused, ext[rel.inner])
+    return off
+
+
+def split_guards(stage: Stage, bounds: StageBounds) -> list[PrimExpr]:
+    """Conditions `offset(parent) < extent(parent)` for splits whose factor does not divide."""
+    guards = []
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            covered = bounds.extent[rel.outer] * bounds.extent[rel.inner]
+            if covered > bounds.extent[rel.parent]:
+                guards.append(irop.less(bounds.offset[rel.parent], bounds.extent[rel.parent]))
+    return guards
+
+
+def leaf_var_bounds(stage: Stage, bounds: StageBounds) -> dict[Var, IntBound]:
+    return {iv.var: IntBound(0, bounds.extent[iv] - 1) for iv in stage.leaf_iter_vars}
+
+
+def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr, ...]]:
+    """Index tuples of every read of `target`'s tensor in `body`."""
+    found: list[tuple[PrimExpr, ...]] = []
+
+    def record(n) -> None:
+        if isinstance(n, ProducerLoad) and n.tensor.op is target:
+            found.append(n.indices)
+
+    parts = [body.source, body.condition] if isinstance(body, Reduce) else [body]
+    for p in parts:
+        post_order_visit(p, record)
+    return found
+
+
+def infer_bounds(
+    stages: list[Stage], bodies: dict[Stage, PrimExpr], full_domain: set[Stage]
+) -> dict[Stage, StageBounds]:
+    """Bounds of every lowered compute stage; `stages` in producer-before-consumer order,
+    `bodies` their rules with inlined stages substituted, `full_domain` the stages that must be
+    computed entirely (outputs and arguments)."""
+    result: dict[Stage, StageBounds] = {}
+    var_bounds: dict[Var, IntBound] = {}
+    for stage in reversed(stages):
+        op = stage.op
+        root_min: dict[IterVar, PrimExpr] = {}
+        root_ext: dict[IterVar, int] = {}
+        for iv in op.reduce_axis:
+            root_min[iv], root_ext[iv] = iv.dom.min, iv.dom.extent.value
+        if stage.attach_type == AttachType.SCOPE and stage not in full_domain:
+            readers = [r for r in stages if reads_of(bodies[r], stage.op)]
+            region = _region(stage, readers, result, bodies, var_bounds)
+            for iv, (lo, extent) in zip(op.axis, region):
+                root_min[iv], root_ext[iv] = lo, extent
+        else:
+            for iv, extent in zip(op.axis, op.shape):
+                root_min[iv], root_ext[iv] = IntImm(0), extent
+        ext = derive_extents(stage, root_ext)
+        bounds = StageBounds(root_min, ext, derive_offsets(stage, ext))
+        result[stage] = bounds
+        var_bounds.update(leaf_var_bounds(stage, bounds))
+    return result
+
+
+def varying_loops(stage: Stage, reader: Stage) -> list[IterVar]:
+    """The loops that vary while `reader` runs inside one iteration of `stage`'s attach loop:
+    the attach target's loops inside the attach loop, and every loop of stages nested there.
+    Raises if `reader` does not run inside that iteration."""
+    target, ivar = stage.attach_stage, stage.attach_ivar
+    leaves = target.leaf_iter_vars
+    varying = list(leaves[leaves.index(ivar) + 1 :])
+    below = reader
+    while below is not target:
+        if below.attach_type != AttachType.SCOPE:
+            raise LoweringError(
+                f"stage {stage.name} is computed inside {target.name} but also read by "
+                f"{reader.name}, which is computed outside it; compute {stage.name} at the root "
+                "or inline it"
+            )
+        varying += below.leaf_iter_vars
+        if below.attach_stage is target and leaves.index(below.attach_ivar) < leaves.index(ivar):
+            raise LoweringError(
+                f"stage {stage.name} is computed at loop {ivar.name} of {target.name}, but its "
+                f"reader {reader.name} is computed at the outer loop {below.attach_ivar.name}"
+            )
+        below = below.attach_stage
+    return varying
+
+
+def _region(
+    stage: Stage,
+    readers: list[Stage],
+    bounds: dict[Stage, StageBounds],
+    bodies: dict[Stage, PrimExpr],
+    var_bounds: dict[Var, IntBound],
+) -> list[tuple[PrimExpr, int]]:
+    """(start, extent) per dimension of the region of `stage` read during one iteration of its
+    attach loop, over all its readers."""
+    if not readers:
+        raise LoweringError(
+            f"stage {stage.name} is attached to {stage.attach_stage.name}, which does not read it"
+        )
+    accesses: list[tuple[tuple[PrimExpr, ...], dict]] = []
+    for reader in readers:
+        rb = bounds[reader]
+        values = {iv.var: rb.root_value(iv) for iv in reader.op.root_iter_vars}
+        relax = {
+            iv.var: (IntImm(0), IntImm(bounds[_owner(iv, reader, stage)].extent[iv] - 1))
+            for iv in varying_loops(stage, reader)
+        }
+        for indices in reads_of(bodies[reader], stage.op):
+            accesses.append((tuple(substitute(i, values) for i in indices), relax))
+    region = []
+    for dim, extent in enumerate(stage.op.shape):
+        lows, highs = [], []
+        for indices, relax in accesses:
+            interval = symbolic_interval(indices[dim], relax, var_bounds)
+            if interval is None:
+                region.append((IntImm(0), extent))
+                break
+            lows.append(interval[0])
+            highs.append(interval[1])
+        else:
+            region.append(_union(lows, highs, extent, var_bounds))
+    return region
+
+
+def _owner(iv: IterVar, reader: Stage, stage: Stage) -> Stage:
+    """The stage among `reader`'s attach chain (up to `stage`'s attach target) owning `iv`."""
+    s = reader
+    while iv not in s.leaf_iter_vars:
+        s = s.attach_stage
+    return s
+
+
+def _union(
+    lows: list[PrimExpr], highs: list[PrimExpr], extent: int, var_bounds: dict[Var, IntBound]
+) -> tuple[PrimExpr, int]:
+    lo, hi = lows[0], highs[0]
+    for other in lows[1:]:
+        lo = irop.min_(lo, other)
+    for other in highs[1:]:
+        hi = irop.max_(hi, other)
+    lo = simplify(lo, var_bounds)
+    size = simplify(hi - lo + 1, var_bounds)
+    if isinstance(size, IntImm):
+        n = size.value
+    else:
+        n = const_int_bound(size, var_bounds).hi
+        if n is None:
+            return IntImm(0), extent
+    if n >= extent:
+        return IntImm(0), extent
+    return lo, max(n, 1)

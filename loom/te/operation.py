@@ -1,0 +1,134 @@
+"""The tensor-expression language: placeholder, compute, reduce_axis and reductions."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from loom.errors import LoomError
+from loom.ir import op as irop
+from loom.ir.dtype import DataType
+from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.visitor import post_order_visit
+from loom.te.tensor import (
+    CommReducer,
+    ComputeOp,
+    IterVar,
+    IterVarKind,
+    PlaceholderOp,
+    Range,
+    Reduce,
+    Tensor,
+    check_dtype,
+    make_axis,
+    normalize_shape,
+)
+
+
+def placeholder(shape, dtype: str | DataType = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor."""
+    return PlaceholderOp(
+        name, normalize_shape(shape, f"placeholder {name}"), check_dtype(dtype)
+    ).output(0)
+
+
+def var(name: str = "v", dtype: str | DataType = "int32") -> Var:
+    """A scalar parameter (pass it in the argument list of lower/build)."""
+    return Var(name, check_dtype(dtype))
+
+
+def reduce_axis(dom, name: str = "rv") -> IterVar:
+    """A reduction axis over `dom`: an int n (0..n-1), a (begin, end) pair, or a Range."""
+    if isinstance(dom, int):
+        rng = Range(IntImm(0), IntImm(dom))
+    elif isinstance(dom, Range):
+        rng = dom
+    elif isinstance(dom, tuple | list) and len(dom) == 2:
+        rng = Range.from_bounds(*dom)
+    else:
+        raise TypeError(f"reduce_axis domain must be an int, (begin, end) or Range, got {dom!r}")
+    for part in (rng.min, rng.extent):
+        if not isinstance(part, IntImm):
+            raise LoomError(f"reduce_axis {name} needs a constant domain, got {rng}")
+    if rng.extent.value <= 0:
+        raise ValueError(f"reduce_axis {name} has an empty domain {rng}")
+    return IterVar(Var(name), rng, IterVarKind.REDUCE)
+
+
+def _index_names(fcompute: Callable, ndim: int, name: str) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+        var_arg = next(p for p in params if p.kind == inspect.Parameter.VAR_POSITIONAL).name
+        return [f"{var_arg}{k}" for k in range(ndim)]
+    positional = [
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(positional) != ndim:
+        raise LoomError(
+            f"compute {name}: the rule takes {len(positional)} index arguments, "
+            f"the shape has {ndim} dimensions"
+        )
+    return positional
+
+
+def compute(
+    shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs: dict | None = None
+) -> Tensor:
+    """A tensor whose element at index `i...` is `fcompute(i...)`.
+
+    The rule may be a reduction (te.sum, te.max, ...) only at its top level, as in TVM.
+    """
+    shape = normalize_shape(shape, f"compute {name}")
+    axis = make_axis(shape, _index_names(fcompute, len(shape), name))
+    body = fcompute(*[iv.var for iv in axis])
+    if isinstance(body, tuple | list):
+        raise LoomError(f"compute {name}: rules with several outputs are not supported")
+    if isinstance(body, Tensor):
+        raise TypeError(
+            f"compute {name}: the rule returned a tensor; index it, e.g. {body.name}(i)"
+        )
+    body = irop.convert(body)
+    _check_body(name, body)
+    return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+def _check_body(name: str, body: PrimExpr) -> None:
+    inner = [body.source, body.condition] if isinstance(body, Reduce) else [body]
+
+    def reject_nested(n) -> None:
+        if isinstance(n, Reduce):
+            raise LoomError(
+                f"compute {name}: a reduction must be the whole rule, not part of "
+                "an expression (compute it in its own stage)"
+            )
+
+    for part in inner:
+        post_order_visit(part, reject_nested)
+
+
+def _sum_identity(dt: DataType) -> PrimExpr:
+    return irop.const(0, dt)
+
+
+def _prod_identity(dt: DataType) -> PrimExpr:
+    return irop.const(1, dt)
+
+
+def comm_reducer(
+    fcombine: Callable[[PrimExpr, PrimExpr], PrimExpr],
+    fidentity: Callable[[DataType], PrimExpr],
+    name: str = "reduce",
+) -> CommReducer:
+    """A reducer from a commutative, associative `fcombine(acc, x)` and its identity."""
+    return CommReducer(name, fcombine, fidentity)
+
+
+sum = comm_reducer(irop.add, _sum_identity, "sum")
+prod = comm_reducer(irop.mul, _prod_identity, "prod")
+max = comm_reducer(irop.max_, irop.min_value, "max")
+min = comm_reducer(irop.min_, irop.max_value, "min")

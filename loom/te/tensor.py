@@ -1,0 +1,289 @@
+"""Tensors and the operations that produce them.
+
+A `Tensor` is an output of an `Operation`: a `PlaceholderOp` (an input) or a `ComputeOp` (a value
+defined by an expression over its index variables). Operations are compared by identity: two
+computations with the same body are still two stages of a schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+
+from loom.errors import LoomError
+from loom.ir import op as irop
+from loom.ir.dtype import DataType, dtype
+from loom.ir.expr import ExprLike, IntImm, PrimExpr, Var
+from loom.ir.node import derived, node
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The integers [min, min + extent)."""
+
+    min: PrimExpr
+    extent: PrimExpr
+
+    @staticmethod
+    def from_bounds(begin, end) -> Range:
+        begin, end = irop.convert(begin), irop.convert(end)
+        return Range(begin, irop.sub(end, begin))
+
+    def __repr__(self) -> str:
+        return f"Range({self.min}, {self.extent})"
+
+
+class IterVarKind(StrEnum):
+    DATA_PAR = "data_par"
+    REDUCE = "reduce"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IterVar(ExprLike):
+    """An iteration variable: its loop variable, its domain (None until bound inference for axes
+    made by split/fuse), and whether it is a reduction axis. Used in an expression, it stands for
+    its loop variable. Compared by identity, like the stages they belong to.
+    """
+
+    var: Var
+    dom: Range | None
+    kind: IterVarKind = IterVarKind.DATA_PAR
+
+    def as_expr(self) -> Var:
+        return self.var
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def is_reduce(self) -> bool:
+        return self.kind == IterVarKind.REDUCE
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.dom}, {self.kind.value})"
+
+
+class Operation:
+    """Base of placeholder and compute operations (one output each)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DataType
+
+    def output(self, index: int = 0) -> Tensor:
+        if index != 0:
+            raise LoomError(f"operation {self.name} has one output, asked for output {index}")
+        return Tensor(self)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class PlaceholderOp(Operation):
+    def __init__(self, name: str, shape: tuple[int, ...], dt: DataType):
+        self.name, self.shape, self.dtype = name, shape, dt
+
+
+class ComputeOp(Operation):
+    """`name[axis] = body`, where body may be a `Reduce` over `reduce_axis`."""
+
+    def __init__(
+        self,
+        name: str,
+        axis: tuple[IterVar, ...],
+        body: PrimExpr,
+        tag: str = "",
+        attrs: dict | None = None,
+    ):
+        self.name = name
+        self.axis = axis
+        self.body = body
+        self.tag = tag
+        self.attrs = dict(attrs or {})
+        self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
+        self.shape = tuple(_const_extent(iv) for iv in axis)
+        self.dtype = body.dtype
+
+    @property
+    def root_iter_vars(self) -> tuple[IterVar, ...]:
+        return self.axis + self.reduce_axis
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return producer_tensors(self.body)
+
+    def with_body(self, body: PrimExpr) -> ComputeOp:
+        """The same computation (same axes, name and tag) with another body."""
+        return ComputeOp(self.name, self.axis, body, self.tag, self.attrs)
+
+
+def _const_extent(iv: IterVar) -> int:
+    if not isinstance(iv.dom.extent, IntImm):
+        raise LoomError(
+            f"axis {iv.name} has symbolic extent {iv.dom.extent}; loom supports "
+            "constant shapes only"
+        )
+    return iv.dom.extent.value
+
+
+class Tensor:
+    """An output of an operation. Index it with `T(i, j)` or `T[i, j]` inside a compute rule."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Operation):
+        self.op = op
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tensor) and other.op is self.op
+
+    def __hash__(self) -> int:
+        return id(self.op)
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    @property
+    def dtype(self) -> DataType:
+        return self.op.dtype
+
+    def __call__(self, *indices) -> ProducerLoad:
+        if len(indices) == 1 and isinstance(indices[0], tuple | list):
+            indices = tuple(indices[0])
+        if len(indices) != self.ndim:
+            raise LoomError(
+                f"tensor {self.name} has {self.ndim} dimensions, indexed with "
+                f"{len(indices)} indices"
+            )
+        exprs = []
+        for i, index in enumerate(indices):
+            index = irop.convert(index)
+            if not index.dtype.is_integer or index.dtype.is_vector:
+                raise TypeError(
+                    f"index {i} of tensor {self.name} must be a scalar integer, got {index.dtype}"
+                )
+            exprs.append(index)
+        return ProducerLoad(self, tuple(exprs))
+
+    def __getitem__(self, indices) -> ProducerLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return self(*indices)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={list(self.shape)}, dtype={self.dtype})"
+
+
+@node
+class ProducerLoad(PrimExpr):
+    """A read of a tensor element inside a compute rule (lowered to a BufferLoad)."""
+
+    tensor: Tensor
+    indices: tuple[PrimExpr, ...]
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        self._set("dtype", self.tensor.dtype)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CommReducer:
+    """A commutative reduction: `combine(acc, x)` and the identity element for a dtype."""
+
+    name: str
+    combine: Callable[[PrimExpr, PrimExpr], PrimExpr]
+    identity: Callable[[DataType], PrimExpr]
+
+    def __call__(self, source, axis, where=None, init=None) -> Reduce:
+        """Reduce `source` over `axis` (an IterVar or a list of them), where `where` holds."""
+        source = irop.convert(source)
+        axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
+        for a in axes:
+            if not isinstance(a, IterVar) or not a.is_reduce:
+                raise TypeError(f"{self.name} reduces over te.reduce_axis(...) axes, got {a!r}")
+        cond = irop.const(True) if where is None else irop.condition(where, "reduction where")
+        if init is not None:
+            init = irop.cast(irop.convert(init), source.dtype)
+        return Reduce(self, source, axes, cond, init)
+
+    def __repr__(self) -> str:
+        return f"CommReducer({self.name})"
+
+
+@node
+class Reduce(PrimExpr):
+    """`combiner` over `source` for all points of `axis` where `condition` holds."""
+
+    combiner: CommReducer
+    source: PrimExpr
+    axis: tuple[IterVar, ...]
+    condition: PrimExpr
+    init: PrimExpr | None = None
+    dtype: DataType = derived()
+
+    def __post_init__(self) -> None:
+        self._set("dtype", self.source.dtype)
+
+    def identity(self) -> PrimExpr:
+        return self.init if self.init is not None else self.combiner.identity(self.dtype)
+
+
+def producer_tensors(e: PrimExpr) -> list[Tensor]:
+    """Tensors read by an expression, in order of first read."""
+    from loom.ir.visitor import post_order_visit
+
+    found: dict[Tensor, None] = {}
+
+    def record(n) -> None:
+        if isinstance(n, ProducerLoad):
+            found.setdefault(n.tensor)
+
+    post_order_visit(e, record)
+    return list(found)
+
+
+def make_axis(shape: Sequence[int], names: Sequence[str]) -> tuple[IterVar, ...]:
+    return tuple(
+        IterVar(Var(n), Range(IntImm(0), IntImm(extent)), IterVarKind.DATA_PAR)
+        for n, extent in zip(names, shape)
+    )
+
+
+def normalize_shape(shape, what: str) -> tuple[int, ...]:
+    if isinstance(shape, int | IntImm):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        if isinstance(s, IntImm):
+            s = s.value
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise TypeError(
+                f"{what} shape must be a tuple of ints, got {s!r} (loom supports "
+                "constant shapes only)"
+            )
+        if s <= 0:
+            raise ValueError(f"{what} shape dimensions must be positive, got {s}")
+        out.append(s)
+    return tuple(out)
+
+
+def check_dtype(dt) -> DataType:
+    d = dtype(dt)
+    if d.is_vector or d.is_handle:
+        raise TypeError(f"tensor dtype must be a scalar element type, got {d}")
+    return d

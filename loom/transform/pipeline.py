@@ -1,0 +1,40 @@
+"""The passes of lowering, in order. Read top to bottom.
+
+`Phase` entries are where user passes from PassContext config "tir.add_lower_pass" run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from loom.transform.flatten_buffer import flatten_buffer
+from loom.transform.pass_infra import Pass, PassContext
+from loom.transform.simplify import simplify
+from loom.transform.unroll_loop import unroll_loop
+from loom.transform.vectorize_loop import vectorize_loop
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    name: str
+
+
+LOWER = [
+    Phase("schedule"),  # loops as the schedule made them, N-d buffers
+    simplify,
+    flatten_buffer,
+    Phase("flatten"),  # 1-d buffer accesses
+    vectorize_loop,
+    unroll_loop,
+    Phase("vectorize"),  # vector operations, no unrolled loops left
+    simplify,
+    Phase("final"),
+]
+
+
+def expand(pipeline: list, ctx: PassContext) -> list[Pass]:
+    """The pipeline with each phase replaced by the user passes registered for it."""
+    out: list[Pass] = []
+    for item in pipeline:
+        out.extend(ctx.user_passes(item.name) if isinstance(item, Phase) else [item])
+    return out

@@ -1,0 +1,310 @@
+"""vectorize_loop: loops marked vectorized become vector operations.
+
+Afterwards no `For` of kind vectorized is left. The loop variable becomes `ramp(min, 1, lanes)`;
+expressions that depend on it become vector expressions, buffer accesses vector loads/stores.
+A lane-dependent condition becomes a predicate on the stores (and loads) it guards, so a guarded
+tail (a split whose factor does not divide) becomes a masked store. Whenever the body cannot be
+vectorized without changing its meaning (a store whose index does not depend on the loop, a
+buffer read at another index than it is written, an extern call, an allocation, a nested vector
+loop), the loop runs as a serial loop instead. With "tir.disable_vectorize", every vectorized
+loop runs serially.
+"""
+
+from __future__ import annotations
+
+from loom.ir import expr as E
+from loom.ir.bound import IntBound, const_int_bound
+from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.function import PrimFunc
+from loom.ir.op import logical_and, logical_not
+from loom.ir.simplify import simplify_stmt
+from loom.ir.stmt import (
+    AssertStmt,
+    AttrStmt,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    SeqStmt,
+    Stmt,
+    seq,
+)
+from loom.ir.visitor import Mutator, post_order_visit
+from loom.transform.pass_infra import Pass, PassContext, register_pass
+
+
+class _CannotVectorize(Exception):
+    pass
+
+
+def _broadcast(e: PrimExpr, lanes: int) -> PrimExpr:
+    return e if e.dtype.lanes == lanes else E.Broadcast(e, lanes)
+
+
+def _is_vector(e: PrimExpr) -> bool:
+    return e.dtype.lanes > 1
+
+
+class _Vectorizer:
+    """Rewrites one loop body for `lanes` lanes; raises _CannotVectorize to give up."""
+
+    def __init__(self, var: Var, start: PrimExpr, lanes: int, var_bounds: dict[Var, IntBound]):
+        self.lanes = lanes
+        self.vmap: dict[Var, PrimExpr] = {var: E.Ramp(start, IntImm(1, var.dtype), lanes)}
+        self.var_bounds = dict(var_bounds)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def expr(self, e: PrimExpr, pred: PrimExpr | None) -> PrimExpr:
+        """The vector form of `e`; unchanged (a scalar) if `e` does not depend on the lanes."""
+        if isinstance(e, Var):
+            return self.vmap.get(e, e)
+        if isinstance(e, E.IntImm | E.FloatImm | E.StringImm):
+            return e
+        if _is_vector(e):
+            raise _CannotVectorize("nested vector expression")
+        method = getattr(self, "e_" + type(e).__name__, None)
+        if method is not None:
+            return method(e, pred)
+        if isinstance(e, E.BinaryOp | E.CompareOp | E.LogicalOp):
+            a, b = self.expr(e.a, pred), self.expr(e.b, pred)
+            if a is e.a and b is e.b:
+                return e
+            lanes = max(a.dtype.lanes, b.dtype.lanes)
+            return type(e)(_broadcast(a, lanes), _broadcast(b, lanes))
+        raise _CannotVectorize(f"unsupported expression {type(e).__name__}")
+
+    def e_Not(self, e: E.Not, pred):
+        a = self.expr(e.a, pred)
+        return e if a is e.a else E.Not(a)
+
+    def e_Cast(self, e: E.Cast, pred):
+        v = self.expr(e.value, pred)
+        return e if v is e.value else E.Cast(e.dtype.with_lanes(v.dtype.lanes), v)
+
+    def e_Select(self, e: E.Select, pred):
+        c = self.expr(e.condition, pred)
+        t, f = self.expr(e.true_value, pred), self.expr(e.false_value, pred)
+        if c is e.condition and t is e.true_value and f is e.false_value:
+            return e
+        lanes = max(c.dtype.lanes, t.dtype.lanes, f.dtype.lanes)
+        return E.Select(c, _broadcast(t, lanes), _broadcast(f, lanes))
+
+    def e_BufferLoad(self, e: E.BufferLoad, pred):
+        indices = [self.expr(i, pred) for i in e.indices]
+        if e.predicate is not None:
+            raise _CannotVectorize("predicated load inside a vectorized loop")
+        if not any(_is_vector(i) for i in indices) and (pred is None or self._in_bounds(e)):
+            return e  # lane-invariant: one scalar load serves every lane
+        return E.BufferLoad(e.buffer, tuple(_broadcast(i, self.lanes) for i in indices), pred)
+
+    def e_Let(self, e: E.Let, pred):
+        value = self.expr(e.value, pred)
+        if not _is_vector(value):
+            body = self.expr(e.body, pred)
+            return e if value is e.value and body is e.body else E.Let(e.var, value, body)
+        var = Var(e.var.name, value.dtype)
+        self.vmap[e.var] = var
+        return E.Let(var, value, self.expr(e.body, pred))
+
+    def e_Call(self, e: E.Call, pred):
+        if e.kind == E.CallKind.EXTERN:
+            self._require_invariant(e)
+            return e
+        if e.op == "if_then_else":
+            return self._if_then_else(e, pred)
+        if e.op in ("address_of", "isnullptr"):
+            self._require_invariant(e)
+            return e
+        args = [self.expr(a, pred) for a in e.args]
+        if all(a is b for a, b in zip(args, e.args)):
+            return e
+        lanes = max(a.dtype.lanes for a in args)
+        return E.Call(e.dtype.with_lanes(lanes), e.op, tuple(_broadcast(a, lanes) for a in args))
+
+    def _if_then_else(self, e: E.Call, pred):
+        cond, t, f = e.args
+        c = self.expr(cond, pred)
+        if not _is_vector(c):
+            tv, fv = self.expr(t, pred), self.expr(f, pred)
+            if c is cond and tv is t and fv is f:
+                return e
+            lanes = max(tv.dtype.lanes, fv.dtype.lanes)
+            return E.Call(
+                e.dtype.with_lanes(lanes),
+                "if_then_else",
+                (c, _broadcast(tv, lanes), _broadcast(fv, lanes)),
+            )
+        # Lane-wise lazy select: each side only reads where its lanes are taken.
+        for side in (t, f):
+            _reject_trapping_division(side)
+        tv = self.expr(t, _and(pred, c))
+        fv = self.expr(f, _and(pred, logical_not(c)))
+        return E.Select(c, _broadcast(tv, self.lanes), _broadcast(fv, self.lanes))
+
+    def _in_bounds(self, e: E.BufferLoad) -> bool:
+        """True if a scalar load provably stays inside its buffer (so it needs no mask)."""
+        for index, extent in zip(e.indices, e.buffer.shape):
+            if not isinstance(extent, IntImm):
+                return False
+            b = const_int_bound(index, self.var_bounds)
+            if b.lo is None or b.hi is None or b.lo < 0 or b.hi >= extent.value:
+                return False
+        return True
+
+    def _require_invariant(self, e: PrimExpr) -> None:
+        def check(n) -> None:
+            if isinstance(n, Var) and n in self.vmap:
+                raise _CannotVectorize("a call depends on the vectorized loop")
+
+        post_order_visit(e, check)
+
+    # -- statements ----------------------------------------------------------------------------
+    def stmt(self, s: Stmt, pred: PrimExpr | None) -> Stmt:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            raise _CannotVectorize(f"unsupported statement {type(s).__name__}")
+        return method(s, pred)
+
+    def s_BufferStore(self, s: BufferStore, pred):
+        if s.predicate is not None:
+            raise _CannotVectorize("predicated store inside a vectorized loop")
+        indices = [self.expr(i, pred) for i in s.indices]
+        if not any(_is_vector(i) for i in indices):
+            raise _CannotVectorize(f"store to {s.buffer.name} does not depend on the lane")
+        value = _broadcast(self.expr(s.value, pred), self.lanes)
+        return BufferStore(s.buffer, value, tuple(_broadcast(i, self.lanes) for i in indices), pred)
+
+    def s_SeqStmt(self, s: SeqStmt, pred):
+        return seq(*[self.stmt(c, pred) for c in s.seq])
+
+    def s_IfThenElse(self, s: IfThenElse, pred):
+        c = self.expr(s.condition, pred)
+        if not _is_vector(c):
+            else_case = self.stmt(s.else_case, pred) if s.else_case is not None else None
+            return IfThenElse(c, self.stmt(s.then_case, pred), else_case)
+        for branch in (s.then_case, s.else_case):
+            if branch is not None:
+                _require_straight_line(branch)
+        then_case = self.stmt(s.then_case, _and(pred, c))
+        if s.else_case is None:
+            return then_case
+        return seq(then_case, self.stmt(s.else_case, _and(pred, logical_not(c))))
+
+    def s_For(self, s: For, pred):
+        lo, extent = self.expr(s.min, pred), self.expr(s.extent, pred)
+        if _is_vector(lo) or _is_vector(extent):
+            raise _CannotVectorize("inner loop bounds depend on the lane")
+        if s.kind == ForKind.PARALLEL:
+            raise _CannotVectorize("parallel loop inside a vectorized loop")
+        self.var_bounds.update(_loop_bound(s))
+        return s.replace(body=self.stmt(s.body, pred))
+
+    def s_LetStmt(self, s: LetStmt, pred):
+        value = self.expr(s.value, pred)
+        if _is_vector(value):
+            var = Var(s.var.name, value.dtype)
+            self.vmap[s.var] = var
+            return LetStmt(var, value, self.stmt(s.body, pred))
+        return LetStmt(s.var, value, self.stmt(s.body, pred))
+
+    def s_AttrStmt(self, s: AttrStmt, pred):
+        return s.replace(body=self.stmt(s.body, pred))
+
+    def s_AssertStmt(self, s: AssertStmt, pred):
+        self._require_invariant(s.condition)
+        return s.replace(body=self.stmt(s.body, pred))
+
+    def s_Evaluate(self, s: Evaluate, pred):
+        if isinstance(s.value, IntImm):
+            return s
+        raise _CannotVectorize("a call statement would run once instead of once per lane")
+
+
+def _and(pred: PrimExpr | None, cond: PrimExpr) -> PrimExpr:
+    return cond if pred is None else logical_and(pred, cond)
+
+
+def _reject_trapping_division(e: PrimExpr) -> None:
+    """A masked-off lane must not divide by zero: refuse integer division by a non-constant."""
+
+    def check(n) -> None:
+        if (
+            isinstance(n, E.Div | E.Mod | E.FloorDiv | E.FloorMod)
+            and n.dtype.is_integer
+            and not isinstance(n.b, IntImm)
+        ):
+            raise _CannotVectorize("integer division under a lane condition")
+
+    post_order_visit(e, check)
+
+
+def _require_straight_line(s: Stmt) -> None:
+    def check(n) -> None:
+        if isinstance(n, For | Evaluate | AssertStmt):
+            raise _CannotVectorize("a loop or call under a lane-dependent condition")
+
+    post_order_visit(s, check)
+
+
+def _reads_match_writes(body: Stmt) -> bool:
+    """True if every buffer written in `body` is read only at the index it is written."""
+    stores: dict[Var, set] = {}
+    loads: list[E.BufferLoad] = []
+
+    def record(n) -> None:
+        if isinstance(n, BufferStore):
+            stores.setdefault(n.buffer.data, set()).add(n.indices)
+        elif isinstance(n, E.BufferLoad):
+            loads.append(n)
+
+    post_order_visit(body, record)
+    return all(
+        ld.indices in stores[ld.buffer.data] and len(stores[ld.buffer.data]) == 1
+        for ld in loads
+        if ld.buffer.data in stores
+    )
+
+
+def _loop_bound(loop: For) -> dict[Var, IntBound]:
+    lo, n = const_int_bound(loop.min), const_int_bound(loop.extent)
+    if lo.lo is None or lo.hi is None or n.hi is None:
+        return {}
+    return {loop.loop_var: IntBound(lo.lo, lo.hi + n.hi - 1)}
+
+
+class _VectorizeLoops(Mutator):
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.var_bounds: dict[Var, IntBound] = {}
+
+    def visit_For(self, loop: For) -> Stmt:
+        self.var_bounds.update(_loop_bound(loop))
+        loop = self.generic_mutate(loop)
+        if loop.kind != ForKind.VECTORIZED:
+            return loop
+        serial = loop.replace(kind=ForKind.SERIAL)
+        if (
+            not self.enabled
+            or not isinstance(loop.extent, IntImm)
+            or loop.extent.value < 2
+            or not _reads_match_writes(loop.body)
+        ):
+            return serial
+        try:
+            vectorizer = _Vectorizer(loop.loop_var, loop.min, loop.extent.value, self.var_bounds)
+            body = vectorizer.stmt(loop.body, None)
+        except _CannotVectorize:
+            return serial
+        return simplify_stmt(body)
+
+
+def vectorize_func(func: PrimFunc) -> PrimFunc:
+    enabled = not PassContext.current().get_config("tir.disable_vectorize", False)
+    return func.with_body(_VectorizeLoops(enabled).visit(func.body))
+
+
+vectorize_loop = register_pass(
+    Pass("vectorize_loop", lambda mod: mod.map_functions(vectorize_func))
+)

@@ -1,0 +1,34 @@
+"""Shared test fixtures: golden files for printed IR."""
+
+import pathlib
+
+import pytest
+
+GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/*.txt from the current output instead of comparing",
+    )
+
+
+@pytest.fixture
+def golden(request):
+    """golden(name, text): compare text with tests/golden/<name>.txt (or rewrite it with
+    --update-golden). Review every rewritten file: a golden file is a claim about the output."""
+    update = request.config.getoption("--update-golden")
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN_DIR / f"{name}.txt"
+        text = text.rstrip("\n") + "\n"
+        if update:
+            path.write_text(text)
+            return
+        if not path.exists():
+            pytest.fail(f"no golden file {path}; run pytest --update-golden and review it")
+        assert text == path.read_text(), f"printed IR differs from {path}"
+
+    return check
