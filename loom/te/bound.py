@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from loom.errors import LoweringError
+from loom.errors import LoweringError, ScheduleError
 from loom.ir import op as irop
 from loom.ir.bound import IntBound, const_int_bound, symbolic_interval
 from loom.ir.expr import IntImm, PrimExpr, Var
@@ -134,14 +134,14 @@ def varying_loops(stage: Stage, reader: Stage) -> list[IterVar]:
     below = reader
     while below is not target:
         if below.attach_type != AttachType.SCOPE:
-            raise LoweringError(
+            raise ScheduleError(
                 f"stage {stage.name} is computed inside {target.name} but also read by "
                 f"{reader.name}, which is computed outside it; compute {stage.name} at the root "
                 "or inline it"
             )
         varying += below.leaf_iter_vars
         if below.attach_stage is target and leaves.index(below.attach_ivar) < leaves.index(ivar):
-            raise LoweringError(
+            raise ScheduleError(
                 f"stage {stage.name} is computed at loop {ivar.name} of {target.name}, but its "
                 f"reader {reader.name} is computed at the outer loop {below.attach_ivar.name}"
             )

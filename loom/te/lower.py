@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from loom.errors import LoweringError
+from loom.errors import LoweringError, ScheduleError
 from loom.ir import op as irop
 from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer, decl_buffer
@@ -317,11 +317,11 @@ def _check_attachments(stages: list[Stage]) -> None:
             continue
         parent, ivar = stage.attach_stage, stage.attach_ivar
         if parent.attach_type == AttachType.INLINE:
-            raise LoweringError(
+            raise ScheduleError(
                 f"stage {stage.name} is computed at a loop of {parent.name}, which was inlined"
             )
         if ivar not in parent.leaf_iter_vars:
-            raise LoweringError(
+            raise ScheduleError(
                 f"stage {stage.name} is computed at axis {ivar.name} of {parent.name}, which was "
                 "split or fused afterwards; attach to one of "
                 f"{[v.name for v in parent.leaf_iter_vars]}"
@@ -329,6 +329,6 @@ def _check_attachments(stages: list[Stage]) -> None:
         seen, s = {stage}, parent
         while s.attach_type == AttachType.SCOPE:
             if s in seen:
-                raise LoweringError(f"stages attached in a cycle through {stage.name}")
+                raise ScheduleError(f"stages attached in a cycle through {stage.name}")
             seen.add(s)
             s = s.attach_stage

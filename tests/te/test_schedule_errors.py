@@ -154,3 +154,31 @@ def test_axis_type_error():
     _, _, C, s = two_stage()
     with pytest.raises(TypeError, match=r"stage C: vectorize takes an axis"):
         s[C].vectorize("i")
+
+
+def test_attach_loop_split_afterwards_is_reported_at_lowering():
+    import loom
+
+    A, B, C, s = two_stage()
+    i, j = C.op.axis
+    s[B].compute_at(s[C], i)
+    s[C].split(i, factor=4)
+    with pytest.raises(
+        ScheduleError,
+        match=r"stage B is computed at axis i of C, which was "
+        r"split or fused afterwards",
+    ):
+        loom.lower(s, [A, C])
+
+
+def test_reader_outside_the_attach_loop():
+    import loom
+
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    D = te.compute((8, 8), lambda i, j: B[i, j] * 2.0, name="D")
+    C = te.compute((8, 8), lambda i, j: B[i, j] + D[i, j], name="C")
+    s = te.create_schedule(C.op)
+    s[B].compute_at(s[C], C.op.axis[0])  # but D, at the root, reads B too
+    with pytest.raises(ScheduleError, match=r"stage B is computed inside C but also read by D"):
+        loom.lower(s, [A, C])
