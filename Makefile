@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.loom-installed
 
-.PHONY: setup demo test lint format clean
+.PHONY: setup demo test bench lint format clean
 
 setup: $(STAMP)
 	@scripts/ensure-debian-packages.sh
@@ -21,6 +21,10 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
+
+bench: setup
+	$(BIN)/python bench/matmul.py
+	$(BIN)/python bench/elementwise.py
 
 lint: setup
 	$(BIN)/ruff check .

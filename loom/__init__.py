@@ -1,7 +1,7 @@
 """loom: a tensor compiler for processors with explicit memory hierarchies."""
 
-from loom import ir, te, transform
-from loom.driver import lower
+from loom import ir, nd, runtime, target, te, transform
+from loom.driver import build, lower
 from loom.errors import InterpreterError, LoomError, LoweringError, ScheduleError
 from loom.transform import PassContext
 
@@ -11,8 +11,12 @@ __all__ = [
     "LoweringError",
     "PassContext",
     "ScheduleError",
+    "build",
     "ir",
     "lower",
+    "nd",
+    "runtime",
+    "target",
     "te",
     "transform",
 ]

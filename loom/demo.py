@@ -28,20 +28,57 @@ def load_example(path: pathlib.Path) -> ModuleType:
 
 
 def run_example(example: ModuleType) -> bool:
-    """Lower, print, interpret and check one example; True if the results match numpy."""
+    """Lower, print, interpret, build natively and time one example; True if every result
+    matches numpy."""
+    name = pathlib.Path(example.__file__).stem
     print(f"=== {example.TITLE}")
     sch, args = example.make()
-    mod = loom.lower(sch, args, name=pathlib.Path(example.__file__).stem)
+    mod = loom.lower(sch, args, name=name)
     print(mod)
     arrays = example.inputs(np.random.default_rng(0))
     expected = example.reference(*[a.copy() for a in arrays])
     start = time.perf_counter()
     loom.ir.interpret(mod, *arrays)
     elapsed = time.perf_counter() - start
-    ok = all(np.allclose(got, want, rtol=1e-4, atol=1e-4) for got, want in zip(arrays, expected))
-    verdict = "matches numpy" if ok else "DOES NOT MATCH numpy"
-    print(f"--- interpreter: {verdict} ({elapsed:.2f} s in the reference interpreter)\n")
-    return ok
+    ok = _matches(arrays, expected)
+    print(f"--- interpreter: {_verdict(ok)} ({elapsed:.2f} s)")
+    try:
+        native = loom.build(mod, target="llvm")
+    except loom.LoomError as e:
+        print(f"--- native: cannot build: {e}\n")
+        return False
+    arrays = example.inputs(np.random.default_rng(0))
+    native[name](*arrays)
+    native_ok = _matches(arrays, expected)
+    loom_s = native.time_evaluator(name, number=20, repeat=3)(*arrays).median
+    numpy_s = _numpy_seconds(example, arrays)
+    print(
+        f"--- native ({loom.target.Target('llvm').cpu}): {_verdict(native_ok)}; "
+        f"{loom_s * 1e6:.1f} us per call, numpy {numpy_s * 1e6:.1f} us\n"
+    )
+    return ok and native_ok
+
+
+def _matches(arrays, expected) -> bool:
+    return all(
+        want is None or np.allclose(got, want, rtol=1e-4, atol=1e-4)
+        for got, want in zip(arrays, expected)
+    )
+
+
+def _verdict(ok: bool) -> str:
+    return "matches numpy" if ok else "DOES NOT MATCH numpy"
+
+
+def _numpy_seconds(example: ModuleType, arrays) -> float:
+    """Median time of the example's numpy reference (its `numpy_fast` if it has one)."""
+    fn = getattr(example, "numpy_fast", example.reference)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fn(*arrays)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
+from loom.target import Target, as_target
 from loom.te.schedule import Schedule
 from loom.te.tensor import Tensor
 from loom.transform import pipeline
@@ -38,3 +39,20 @@ def lower(
         raise TypeError(f"lower takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
     ctx = PassContext.current()
     return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)
+
+
+def build(
+    inp: Schedule | PrimFunc | IRModule,
+    args: Sequence[Tensor | Var] | None = None,
+    target: str | Target = "llvm",
+    name: str = "main",
+):
+    """Lower and compile to a callable `loom.runtime.Module` (as `tvm.build`).
+
+    `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", or a Target.
+    """
+    target = as_target(target)
+    mod = lower(inp, args, name)
+    from loom.codegen.llvm import build_llvm
+
+    return build_llvm(mod, target)

@@ -764,3 +764,19 @@ def test_scalar_argument_checks():
         interpret(f, 300, np.zeros(1, np.int8))
     with pytest.raises(TypeError, match=r"'n'.*integer"):
         interpret(f, 1.5, np.zeros(1, np.int8))
+
+
+def test_lowered_kernel_reading_past_its_buffer_raises():
+    """The interpreter refuses an out-of-bounds read instead of returning garbage, so tests can
+    tell a wrong kernel from a right one."""
+    from loom.ir import IntImm, PrimFunc, Var, decl_buffer
+    from loom.ir.stmt import For as ForLoop
+
+    a = decl_buffer((8,), "float32", "A")
+    b = decl_buffer((8,), "float32", "B")
+    i = Var("i")
+    body = ForLoop(i, IntImm(0), IntImm(8), "serial", b.store(a[i + 1], (i,)))  # reads A[8]
+    with pytest.raises(InterpreterError, match=r"A"):
+        interpret(
+            PrimFunc("shifted", (a, b), body), np.zeros(8, np.float32), np.zeros(8, np.float32)
+        )

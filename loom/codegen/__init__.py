@@ -1,0 +1,1 @@
+"""Code generators: LLVM (through llvmlite) and C."""

@@ -1,0 +1,580 @@
+"""Loop IR to LLVM IR for one function: expressions, statements, loops, memory, errors.
+
+Errors inside generated code (an assertion, an integer division by zero, a failed allocation, a
+failed parallel task) set the runtime's last error, run the cleanups of the enclosing
+allocations and return -1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
+from loom.errors import LoomError
+from loom.ir import expr as E
+from loom.ir import stmt as S
+from loom.ir.dtype import DataType
+from loom.ir.expr import PrimExpr, Var
+
+if TYPE_CHECKING:
+    from loom.codegen.llvm.module import ModuleCodegen
+
+_FLOAT_INTRINSICS = {
+    "exp": "llvm.exp",
+    "exp2": "llvm.exp2",
+    "log": "llvm.log",
+    "log2": "llvm.log2",
+    "log10": "llvm.log10",
+    "sqrt": "llvm.sqrt",
+    "sin": "llvm.sin",
+    "cos": "llvm.cos",
+    "fabs": "llvm.fabs",
+    "floor": "llvm.floor",
+    "ceil": "llvm.ceil",
+    "trunc": "llvm.trunc",
+    "round": "llvm.roundeven",
+    "pow": "llvm.pow",
+    "tanh": "llvm.tanh",
+}
+_LIBM = {"erf": {32: "erff", 64: "erf"}}
+
+
+class FunctionCodegen:
+    """Emits the body of one LLVM function."""
+
+    def __init__(self, mcg: ModuleCodegen, fn: ir.Function, name: str):
+        self.mcg = mcg
+        self.fn = fn
+        self.name = name
+        self.entry = fn.append_basic_block("entry")
+        self.allocas = ir.IRBuilder(self.entry)
+        self.builder = ir.IRBuilder(fn.append_basic_block("body"))
+        self.values: dict[Var, ir.Value] = {}
+        self.cleanups: list[Callable[[], None]] = []
+        self.stack_bytes = 0
+
+    def finish(self) -> None:
+        """Close the entry block (allocas first, then the body) and return 0 at the end."""
+        self.allocas.branch(self.fn.blocks[1])
+        if not self.builder.block.is_terminated:
+            self.builder.ret(ir.Constant(I32, 0))
+
+    # -- helpers -------------------------------------------------------------------------------
+    def alloca(self, typ: ir.Type, align: int) -> ir.Value:
+        ptr = self.allocas.alloca(typ)
+        ptr.align = align
+        ptr.type = PTR  # llvmlite types allocas as typed pointers; LLVM 22 has only `ptr`
+        return ptr
+
+    def bind(self, var: Var, value: ir.Value) -> None:
+        self.values[var] = value
+
+    def value_of(self, var: Var) -> ir.Value:
+        try:
+            return self.values[var]
+        except KeyError:
+            raise LoomError(
+                f"function {self.name}: variable {var.name} is used but not "
+                "defined (a lowering bug or a missing parameter)"
+            ) from None
+
+    def error_if(self, cond: ir.Value, message: str | None) -> None:
+        """If `cond` holds at run time: set the last error (unless `message` is None: the
+        callee set it), run cleanups, return -1."""
+        fail = self.fn.append_basic_block("error")
+        ok = self.fn.append_basic_block("ok")
+        self.builder.cbranch(
+            self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 0)]), fail, ok
+        )
+        self.builder.position_at_end(fail)
+        if message is not None:
+            self.builder.call(self.mcg.runtime("loom_set_last_error"), [self.mcg.string(message)])
+        for cleanup in reversed(self.cleanups):
+            cleanup()
+        self.builder.ret(ir.Constant(I32, -1))
+        self.builder.position_at_end(ok)
+
+    def any_lane(self, cond: ir.Value) -> ir.Value:
+        if isinstance(cond.type, ir.VectorType):
+            as_int = self.builder.bitcast(cond, ir.IntType(cond.type.count))
+            return self.builder.icmp_unsigned("!=", as_int, ir.Constant(as_int.type, 0))
+        return cond
+
+    def splat(self, value: ir.Value, lanes: int) -> ir.Value:
+        vt = ir.VectorType(value.type, lanes)
+        one = self.builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
+        return self.builder.shuffle_vector(
+            one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+        )
+
+    def intrinsic(
+        self, name: str, ret: ir.Type, args: list[ir.Value], overload: list[ir.Type]
+    ) -> ir.Value:
+        full = ".".join([name, *(mangle(t) for t in overload)])
+        fn = self.mcg.declare(full, ret, [a.type for a in args])
+        return self.builder.call(fn, args)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def expr(self, e: PrimExpr) -> ir.Value:
+        method = getattr(self, "e_" + type(e).__name__, None)
+        if method is None:
+            raise LoomError(f"LLVM code generator: unsupported expression {type(e).__name__}")
+        return method(e)
+
+    def e_Var(self, e: Var) -> ir.Value:
+        return self.value_of(e)
+
+    def e_IntImm(self, e: E.IntImm) -> ir.Value:
+        if e.dtype.is_handle:
+            return (
+                ir.Constant(PTR, None)
+                if e.value == 0
+                else self.builder.inttoptr(ir.Constant(I64, e.value), PTR)
+            )
+        return ir.Constant(value_type(e.dtype), e.value)
+
+    def e_FloatImm(self, e: E.FloatImm) -> ir.Value:
+        return ir.Constant(value_type(e.dtype), e.value)
+
+    def e_StringImm(self, e: E.StringImm) -> ir.Value:
+        return self.mcg.string(e.value)
+
+    def _arith(self, e, int_op: str, float_op: str) -> ir.Value:
+        a, b = self.expr(e.a), self.expr(e.b)
+        op = float_op if e.dtype.is_float else int_op
+        return getattr(self.builder, op)(a, b)
+
+    def e_Add(self, e):
+        return self._arith(e, "add", "fadd")
+
+    def e_Sub(self, e):
+        return self._arith(e, "sub", "fsub")
+
+    def e_Mul(self, e):
+        return self._arith(e, "mul", "fmul")
+
+    def e_BitAnd(self, e):
+        return self._arith(e, "and_", "and_")
+
+    def e_BitOr(self, e):
+        return self._arith(e, "or_", "or_")
+
+    def e_BitXor(self, e):
+        return self._arith(e, "xor", "xor")
+
+    def e_ShiftLeft(self, e):
+        return self._arith(e, "shl", "shl")
+
+    def e_ShiftRight(self, e):
+        return self._arith(e, "lshr" if e.dtype.is_uint else "ashr", "ashr")
+
+    def _divisor(self, e, b: ir.Value) -> tuple[ir.Value, ir.Value | None]:
+        """A divisor that cannot trap, and (signed) the lanes where it is -1: division by zero
+        is an error; INT_MIN / -1 wraps like the IR semantics say instead of trapping."""
+        const = _const_int(e.b)
+        if const is not None and const not in (0, -1):
+            return b, None
+        zero = ir.Constant(b.type, None)
+        self.error_if(
+            self.any_lane(self.builder.icmp_signed("==", b, zero)),
+            f"integer division by zero in {self.name}",
+        )
+        if e.dtype.is_uint:
+            return b, None
+        minus_one = self.builder.icmp_signed("==", b, ir.Constant(b.type, _all(b.type, -1)))
+        safe = self.builder.select(minus_one, ir.Constant(b.type, _all(b.type, 1)), b)
+        return safe, minus_one
+
+    def _int_divmod(self, e) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(a, b, q, r) of truncating division, computed without traps."""
+        a, b = self.expr(e.a), self.expr(e.b)
+        safe, minus_one = self._divisor(e, b)
+        if e.dtype.is_uint:
+            return a, b, self.builder.udiv(a, safe), self.builder.urem(a, safe)
+        q, r = self.builder.sdiv(a, safe), self.builder.srem(a, safe)
+        if minus_one is not None:
+            q = self.builder.select(minus_one, self.builder.neg(a), q)
+            r = self.builder.select(minus_one, ir.Constant(a.type, None), r)
+        return a, b, q, r
+
+    def e_Div(self, e):
+        if e.dtype.is_float:
+            return self.builder.fdiv(self.expr(e.a), self.expr(e.b))
+        return self._int_divmod(e)[2]
+
+    def e_Mod(self, e):
+        if e.dtype.is_float:
+            return self.builder.frem(self.expr(e.a), self.expr(e.b))
+        return self._int_divmod(e)[3]
+
+    def _floor_adjust(self, e) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """For signed floor division: q, r of truncation and whether to adjust (r != 0 and the
+        signs of r and b differ)."""
+        a, b, q, r = self._int_divmod(e)
+        zero = ir.Constant(r.type, None)
+        nonzero = self.builder.icmp_signed("!=", r, zero)
+        sign_differs = self.builder.icmp_signed("<", self.builder.xor(r, b), zero)
+        return b, q, r, self.builder.and_(nonzero, sign_differs)
+
+    def e_FloorDiv(self, e):
+        if e.dtype.is_float:
+            q = self.builder.fdiv(self.expr(e.a), self.expr(e.b))
+            return self.intrinsic("llvm.floor", q.type, [q], [q.type])
+        if e.dtype.is_uint:
+            return self._int_divmod(e)[2]
+        b, q, r, adjust = self._floor_adjust(e)
+        return self.builder.sub(q, self.builder.zext(adjust, q.type))
+
+    def e_FloorMod(self, e):
+        if e.dtype.is_float:
+            a, b = self.expr(e.a), self.expr(e.b)
+            q = self.intrinsic("llvm.floor", a.type, [self.builder.fdiv(a, b)], [a.type])
+            return self.builder.fsub(a, self.builder.fmul(q, b))
+        if e.dtype.is_uint:
+            return self._int_divmod(e)[3]
+        b, q, r, adjust = self._floor_adjust(e)
+        return self.builder.add(r, self.builder.select(adjust, b, ir.Constant(b.type, None)))
+
+    def _minmax(self, e, smaller: bool) -> ir.Value:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt = e.dtype
+        if dt.is_float:
+            # b if (b < a or b is NaN) else a: NaN propagates, as the IR semantics say
+            better = self.builder.fcmp_unordered("<" if smaller else ">", b, a)
+            return self.builder.select(better, b, a)
+        cmp = self.builder.icmp_unsigned if dt.is_uint else self.builder.icmp_signed
+        return self.builder.select(cmp("<" if smaller else ">", b, a), b, a)
+
+    def e_Min(self, e):
+        return self._minmax(e, True)
+
+    def e_Max(self, e):
+        return self._minmax(e, False)
+
+    def _compare(self, e, op: str) -> ir.Value:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt = e.a.dtype
+        if dt.is_float:
+            if op == "!=":
+                return self.builder.fcmp_unordered("!=", a, b)
+            return self.builder.fcmp_ordered(op, a, b)
+        if dt.is_uint or dt.is_bool:
+            return self.builder.icmp_unsigned(op, a, b)
+        if dt.is_handle:
+            return self.builder.icmp_unsigned(op, a, b)
+        return self.builder.icmp_signed(op, a, b)
+
+    def e_EQ(self, e):
+        return self._compare(e, "==")
+
+    def e_NE(self, e):
+        return self._compare(e, "!=")
+
+    def e_LT(self, e):
+        return self._compare(e, "<")
+
+    def e_LE(self, e):
+        return self._compare(e, "<=")
+
+    def e_GT(self, e):
+        return self._compare(e, ">")
+
+    def e_GE(self, e):
+        return self._compare(e, ">=")
+
+    def e_And(self, e):
+        return self.builder.and_(self.expr(e.a), self.expr(e.b))
+
+    def e_Or(self, e):
+        return self.builder.or_(self.expr(e.a), self.expr(e.b))
+
+    def e_Not(self, e):
+        return self.builder.not_(self.expr(e.a))
+
+    def e_Select(self, e):
+        return self.builder.select(
+            self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+        )
+
+    def e_Cast(self, e: E.Cast) -> ir.Value:
+        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def convert(self, v: ir.Value, src: DataType, dst: DataType) -> ir.Value:
+        b, t = self.builder, value_type(dst)
+        s, d = src.element, dst.element
+        if d.is_bool:
+            if s.is_float:
+                return b.fcmp_unordered("!=", v, ir.Constant(v.type, None))
+            if s.is_handle:
+                return b.icmp_unsigned("!=", v, ir.Constant(PTR, None))
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        if s.is_handle or d.is_handle:
+            return b.ptrtoint(v, t) if s.is_handle else b.inttoptr(v, t)
+        if s.is_bool:
+            return b.uitofp(v, t) if d.is_float else b.zext(v, t)
+        if s.is_float and d.is_float:
+            if d.bits == s.bits:
+                return v
+            return b.fpext(v, t) if d.bits > s.bits else b.fptrunc(v, t)
+        if s.is_float:
+            return b.fptoui(v, t) if d.is_uint else b.fptosi(v, t)
+        if d.is_float:
+            return b.uitofp(v, t) if s.is_uint else b.sitofp(v, t)
+        if d.bits == s.bits:
+            return v
+        if d.bits < s.bits:
+            return b.trunc(v, t)
+        return b.zext(v, t) if s.is_uint else b.sext(v, t)
+
+    def e_Ramp(self, e: E.Ramp) -> ir.Value:
+        base = self.splat(self.expr(e.base), e.lanes)
+        stride = e.stride
+        if isinstance(stride, E.IntImm):
+            steps = ir.Constant(base.type, [k * stride.value for k in range(e.lanes)])
+        else:
+            lanes = ir.Constant(base.type, list(range(e.lanes)))
+            steps = self.builder.mul(self.splat(self.expr(stride), e.lanes), lanes)
+        return self.builder.add(base, steps)
+
+    def e_Broadcast(self, e: E.Broadcast) -> ir.Value:
+        value = self.expr(e.value)
+        if isinstance(value, ir.Constant):
+            return ir.Constant(ir.VectorType(value.type, e.lanes), [value.constant] * e.lanes)
+        return self.splat(value, e.lanes)
+
+    def e_Let(self, e: E.Let) -> ir.Value:
+        self.bind(e.var, self.expr(e.value))
+        return self.expr(e.body)
+
+    # -- memory --------------------------------------------------------------------------------
+    def address(self, buffer, index: PrimExpr) -> tuple[ir.Value, bool]:
+        """(pointer or vector of pointers, contiguous) for an access of `buffer` at `index`."""
+        base = self.value_of(buffer.data)
+        elem = memory_type(buffer.dtype)
+        if (
+            isinstance(index, E.Ramp)
+            and isinstance(index.stride, E.IntImm)
+            and index.stride.value == 1
+        ):
+            return self.builder.gep(base, [self.expr(index.base)], source_etype=elem), True
+        idx = self.expr(index)
+        ptr = self.builder.gep(base, [idx], source_etype=elem)
+        if isinstance(idx.type, ir.VectorType):
+            ptr.type = ir.VectorType(PTR, idx.type.count)  # llvmlite types vector GEPs as ptr
+        return ptr, False
+
+    def _flat_index(self, e) -> PrimExpr:
+        if len(e.indices) != 1:
+            raise LoomError(
+                f"buffer {e.buffer.name} is accessed with {len(e.indices)} indices; "
+                "the code generator needs flattened buffers (run flatten_buffer)"
+            )
+        return e.indices[0]
+
+    def e_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
+        dt, lanes = e.dtype, e.dtype.lanes
+        align = dt.element.itemsize
+        ptr, contiguous = self.address(e.buffer, self._flat_index(e))
+        mt = memory_type(dt)
+        if lanes == 1:
+            v = self.builder.load(ptr, typ=mt, align=align)
+        elif contiguous and e.predicate is None:
+            v = self.builder.load(ptr, typ=mt, align=align)
+        else:
+            mask = self._mask(e.predicate, lanes)
+            kind = "load" if contiguous else "gather"
+            v = self.intrinsic(
+                f"llvm.masked.{kind}",
+                mt,
+                [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
+                [mt, ptr.type],
+            )
+        if dt.element.is_bool:
+            v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        return v
+
+    def _mask(self, predicate: PrimExpr | None, lanes: int) -> ir.Value:
+        if predicate is None:
+            return ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+        return self.expr(predicate)
+
+    def s_BufferStore(self, s: S.BufferStore) -> None:
+        dt = s.value.dtype
+        value = self.expr(s.value)
+        if dt.element.is_bool:
+            value = self.builder.zext(value, memory_type(dt))
+        ptr, contiguous = self.address(s.buffer, self._flat_index(s))
+        align = dt.element.itemsize
+        if dt.lanes == 1 or (contiguous and s.predicate is None):
+            self.builder.store(value, ptr, align=align)
+            return
+        mask = self._mask(s.predicate, dt.lanes)
+        kind = "store" if contiguous else "scatter"
+        self.intrinsic(
+            f"llvm.masked.{kind}",
+            ir.VoidType(),
+            [value, ptr, ir.Constant(I32, align), mask],
+            [value.type, ptr.type],
+        )
+
+    # -- calls ---------------------------------------------------------------------------------
+    def e_Call(self, e: E.Call) -> ir.Value:
+        if e.kind == E.CallKind.EXTERN:
+            return self.extern_call(e)
+        method = getattr(self, "call_" + e.op, None)
+        if method is not None:
+            return method(e)
+        if e.op in _FLOAT_INTRINSICS:
+            args = [self.expr(a) for a in e.args]
+            return self.intrinsic(_FLOAT_INTRINSICS[e.op], args[0].type, args, [args[0].type])
+        if e.op in _LIBM:
+            return self.libm_call(_LIBM[e.op][e.dtype.bits], e)
+        raise LoomError(f"LLVM code generator: intrinsic {e.op} is not supported")
+
+    def libm_call(self, symbol: str, e: E.Call) -> ir.Value:
+        """A scalar C math function, applied lane by lane to vectors."""
+        args = [self.expr(a) for a in e.args]
+        scalar = value_type(e.dtype.element)
+        fn = self.mcg.declare(symbol, scalar, [scalar] * len(args))
+        if e.dtype.lanes == 1:
+            return self.builder.call(fn, args)
+        out = ir.Constant(value_type(e.dtype), ir.Undefined)
+        for lane in range(e.dtype.lanes):
+            k = ir.Constant(I32, lane)
+            lane_args = [self.builder.extract_element(a, k) for a in args]
+            out = self.builder.insert_element(out, self.builder.call(fn, lane_args), k)
+        return out
+
+    def call_sigmoid(self, e: E.Call) -> ir.Value:
+        x = self.expr(e.args[0])
+        one = ir.Constant(x.type, _all(x.type, 1.0))
+        exp = self.intrinsic("llvm.exp", x.type, [self.builder.fneg(x)], [x.type])
+        return self.builder.fdiv(one, self.builder.fadd(one, exp))
+
+    def call_likely(self, e: E.Call) -> ir.Value:
+        cond = self.expr(e.args[0])
+        if isinstance(cond.type, ir.VectorType):
+            return cond
+        return self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 1)])
+
+    def call_if_then_else(self, e: E.Call) -> ir.Value:
+        cond, t, f = e.args
+        c = self.expr(cond)
+        if isinstance(c.type, ir.VectorType):
+            return self.builder.select(c, self.expr(t), self.expr(f))
+        then_block = self.fn.append_basic_block("ite.then")
+        else_block = self.fn.append_basic_block("ite.else")
+        done = self.fn.append_basic_block("ite.end")
+        self.builder.cbranch(c, then_block, else_block)
+        self.builder.position_at_end(then_block)
+        tv = self.expr(t)
+        then_end = self.builder.block
+        self.builder.branch(done)
+        self.builder.position_at_end(else_block)
+        fv = self.expr(f)
+        else_end = self.builder.block
+        self.builder.branch(done)
+        self.builder.position_at_end(done)
+        phi = self.builder.phi(tv.type)
+        phi.add_incoming(tv, then_end)
+        phi.add_incoming(fv, else_end)
+        return phi
+
+    def call_address_of(self, e: E.Call) -> ir.Value:
+        load = e.args[0]
+        ptr, _ = self.address(load.buffer, self._flat_index(load))
+        return ptr
+
+    def call_isnullptr(self, e: E.Call) -> ir.Value:
+        return self.builder.icmp_unsigned("==", self.expr(e.args[0]), ir.Constant(PTR, None))
+
+    def extern_call(self, e: E.Call) -> ir.Value:
+        args = [self.expr(a) for a in e.args]
+        fn = self.mcg.declare(e.op, value_type(e.dtype), [a.type for a in args])
+        return self.builder.call(fn, args)
+
+    # -- statements ----------------------------------------------------------------------------
+    def stmt(self, s: S.Stmt) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            raise LoomError(f"LLVM code generator: unsupported statement {type(s).__name__}")
+        method(s)
+
+    def s_SeqStmt(self, s: S.SeqStmt) -> None:
+        for child in s.seq:
+            self.stmt(child)
+
+    def s_Evaluate(self, s: S.Evaluate) -> None:
+        if not isinstance(s.value, E.IntImm):
+            self.expr(s.value)
+
+    def s_LetStmt(self, s: S.LetStmt) -> None:
+        self.bind(s.var, self.expr(s.value))
+        self.stmt(s.body)
+
+    def s_AttrStmt(self, s: S.AttrStmt) -> None:
+        self.stmt(s.body)
+
+    def s_AssertStmt(self, s: S.AssertStmt) -> None:
+        cond = self.expr(s.condition)
+        self.error_if(self.builder.not_(cond), s.message)
+        self.stmt(s.body)
+
+    def s_IfThenElse(self, s: S.IfThenElse) -> None:
+        cond = self.expr(s.condition)
+        then_block = self.fn.append_basic_block("if.then")
+        done = self.fn.append_basic_block("if.end")
+        else_block = self.fn.append_basic_block("if.else") if s.else_case is not None else done
+        self.builder.cbranch(cond, then_block, else_block)
+        self.builder.position_at_end(then_block)
+        self.stmt(s.then_case)
+        self.builder.branch(done)
+        if s.else_case is not None:
+            self.builder.position_at_end(else_block)
+            self.stmt(s.else_case)
+            self.builder.branch(done)
+        self.builder.position_at_end(done)
+
+    def s_For(self, s: S.For) -> None:
+        if s.kind == S.ForKind.PARALLEL:
+            self.mcg.parallel_for(self, s)
+            return
+        lo = self.expr(s.min)
+        self.serial_loop(s.loop_var, lo, self.builder.add(lo, self.expr(s.extent)), s.body)
+
+    def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt) -> None:
+        """for var in [begin, end): body."""
+        pre = self.builder.block
+        header = self.fn.append_basic_block(f"for.{var.name}")
+        body_block = self.fn.append_basic_block(f"for.{var.name}.body")
+        exit_block = self.fn.append_basic_block(f"for.{var.name}.end")
+        self.builder.branch(header)
+        self.builder.position_at_end(header)
+        i = self.builder.phi(begin.type)
+        i.add_incoming(begin, pre)
+        self.builder.cbranch(self.builder.icmp_signed("<", i, end), body_block, exit_block)
+        self.builder.position_at_end(body_block)
+        self.bind(var, i)
+        self.stmt(body)
+        nxt = self.builder.add(i, ir.Constant(i.type, 1))
+        i.add_incoming(nxt, self.builder.block)
+        self.builder.branch(header)
+        self.builder.position_at_end(exit_block)
+
+    def s_Allocate(self, s: S.Allocate) -> None:
+        self.mcg.allocate(self, s)
+
+
+def _const_int(e: PrimExpr) -> int | None:
+    """The value of an integer constant (or a broadcast of one), else None."""
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return e.value if isinstance(e, E.IntImm) else None
+
+
+def _all(t: ir.Type, value):
+    """A constant's payload: `value` for a scalar type, repeated for a vector type."""
+    return [value] * t.count if isinstance(t, ir.VectorType) else value

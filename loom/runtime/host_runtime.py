@@ -1,0 +1,57 @@
+"""The host runtime library (errors, workspace memory, thread pool), built at first use."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import pathlib
+
+from loom.runtime.native_lib import NATIVE_DIR, build_library
+
+SOURCE = NATIVE_DIR / "host" / "loom_runtime.c"
+
+SYMBOLS = {
+    "loom_set_last_error": "void loom_set_last_error(const char *message)",
+    "loom_get_last_error": "const char *loom_get_last_error(void)",
+    "loom_alloc": "void *loom_alloc(int64_t nbytes, int64_t alignment)",
+    "loom_free": "void loom_free(void *p)",
+    "loom_parallel_launch": (
+        "int32_t loom_parallel_launch(int32_t (*fn)(int32_t, int32_t, "
+        "void *), void *closure, int32_t num_tasks)"
+    ),
+    "loom_get_num_threads": "int32_t loom_get_num_threads(void)",
+    "loom_set_num_threads": "int32_t loom_set_num_threads(int32_t n)",
+}
+"""Symbols the library provides, with their C signatures."""
+
+
+@functools.cache
+def library_path() -> pathlib.Path:
+    return build_library("libloom_runtime", [SOURCE], ["-O2", "-pthread"])
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """The loaded runtime; RTLD_GLOBAL so kernels loaded later resolve its symbols."""
+    lib = ctypes.CDLL(str(library_path()), mode=ctypes.RTLD_GLOBAL)
+    lib.loom_get_last_error.restype = ctypes.c_char_p
+    lib.loom_set_last_error.argtypes = [ctypes.c_char_p]
+    lib.loom_set_num_threads.argtypes = [ctypes.c_int32]
+    return lib
+
+
+def last_error() -> str:
+    return library().loom_get_last_error().decode(errors="replace")
+
+
+def num_threads() -> int:
+    """Threads a parallel loop uses ($LOOM_NUM_THREADS or the machine's CPUs at start-up)."""
+    return library().loom_get_num_threads()
+
+
+def set_num_threads(n: int) -> int:
+    """Use at most `n` threads in parallel loops from now on (at most the pool's size);
+    returns the number actually used."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads takes a positive int, got {n!r}")
+    return library().loom_set_num_threads(n)

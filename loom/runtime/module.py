@@ -1,0 +1,149 @@
+"""Compiled modules: functions callable with numpy arrays, sources, timing.
+
+A `Module` has a `type_key` (the kind of code: "llvm" for host code), the signatures of its
+functions, the generated sources, and the modules it imports (device code, added by later
+targets). Calling a function checks every argument against its signature first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import statistics
+import time
+
+from loom.errors import LoomError
+from loom.runtime.signature import FunctionSignature, prepare_call
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeResult:
+    """Seconds per call, one figure per repeat (each the mean of `number` calls)."""
+
+    results: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results)
+
+    def __repr__(self) -> str:
+        return (
+            f"TimeResult(mean={self.mean * 1e3:.4f} ms, median={self.median * 1e3:.4f} ms, "
+            f"std={self.std * 1e3:.4f} ms, repeats={len(self.results)})"
+        )
+
+
+class NativeFunction:
+    """One entry point `int32_t f(void *const *args)` of a loaded library."""
+
+    def __init__(self, signature: FunctionSignature, cfunc):
+        self.signature = signature
+        self.cfunc = cfunc
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def __call__(self, *args) -> None:
+        prepared = prepare_call(self.signature, args)
+        self._invoke(prepared.argv)
+        prepared.finish()
+
+    def _invoke(self, argv) -> None:
+        status = self.cfunc(argv)
+        if status != 0:
+            from loom.runtime.host_runtime import last_error
+
+            raise LoomError(f"{self.name} failed (status {status}): {last_error()}")
+
+    def time(self, args: tuple, number: int, repeat: int) -> TimeResult:
+        prepared = prepare_call(self.signature, args)
+        self._invoke(prepared.argv)  # warm-up, and fail early
+        results = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(number):
+                self._invoke(prepared.argv)
+            results.append((time.perf_counter() - start) / number)
+        prepared.finish()
+        return TimeResult(tuple(results))
+
+    def __repr__(self) -> str:
+        return f"<loom function {self.signature.describe()}>"
+
+
+class Module:
+    """The result of `loom.build`: host functions and the modules they import."""
+
+    def __init__(
+        self,
+        type_key: str,
+        signatures: dict[str, FunctionSignature],
+        sources: dict[str, str],
+        target,
+        library: ctypes.CDLL | None = None,
+        imports: tuple[Module, ...] = (),
+        object_code: bytes | None = None,
+    ):
+        self.type_key = type_key
+        self.signatures = dict(signatures)
+        self.sources = dict(sources)
+        self.target = target
+        self.library = library
+        self.imports = list(imports)
+        self.object_code = object_code
+        self._functions: dict[str, NativeFunction] = {}
+
+    def function_names(self) -> list[str]:
+        return list(self.signatures)
+
+    def get_function(self, name: str) -> NativeFunction:
+        if name not in self.signatures:
+            raise LoomError(f"module has no function {name!r}; it has {self.function_names()}")
+        if self.library is None:
+            raise LoomError(
+                f"function {name} was compiled for {self.target} and cannot run "
+                "in this process; export it with export_library"
+            )
+        fn = self._functions.get(name)
+        if fn is None:
+            cfunc = getattr(self.library, name)
+            cfunc.restype = ctypes.c_int32
+            cfunc.argtypes = [ctypes.c_void_p]
+            fn = self._functions[name] = NativeFunction(self.signatures[name], cfunc)
+        return fn
+
+    def __getitem__(self, name: str) -> NativeFunction:
+        return self.get_function(name)
+
+    def __call__(self, *args) -> None:
+        if len(self.signatures) != 1:
+            raise LoomError(
+                f"module has {len(self.signatures)} functions "
+                f"{self.function_names()}; call one by name: mod[name](...)"
+            )
+        self.get_function(next(iter(self.signatures)))(*args)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """Generated code: "ll" (optimized LLVM IR) or "asm" (assembly)."""
+        if fmt not in self.sources:
+            raise LoomError(f"no {fmt!r} source; available: {sorted(self.sources)}")
+        return self.sources[fmt]
+
+    def time_evaluator(self, name: str, number: int = 10, repeat: int = 3):
+        """A function f(*args) -> TimeResult timing `repeat` rounds of `number` calls."""
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
+        fn = self.get_function(name)
+        return lambda *args: fn.time(args, number, repeat)
+
+    def __repr__(self) -> str:
+        return f"<loom.Module {self.type_key} functions={self.function_names()}>"

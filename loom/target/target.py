@@ -1,0 +1,127 @@
+"""Target descriptions: what code is generated for, and the facts passes need about it.
+
+`Target("llvm")` is the host CPU (triple, CPU name and features detected by LLVM);
+`Target("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon")` overrides any part.
+Vector width and buffer alignment come from the target, never from a global constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shlex
+
+from loom.errors import LoomError
+
+KINDS = ("llvm", "c")
+
+
+@functools.cache
+def _host() -> tuple[str, str, str]:
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features().flatten()
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), features
+
+
+def _vector_bytes(triple: str, features: str) -> int:
+    """Width of the widest vector register the features enable."""
+    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    if triple.startswith(("x86_64", "i686", "i386")):
+        if "avx512f" in enabled:
+            return 64
+        if "avx" in enabled or "avx2" in enabled:
+            return 32
+        return 16
+    if triple.startswith("hexagon"):
+        return 128 if "hvx-length128b" in enabled else 64 if "hvx-length64b" in enabled else 8
+    if triple.startswith(("aarch64", "arm")):
+        return 16
+    return 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """kind (llvm or c), LLVM triple, CPU name, feature string, and options."""
+
+    kind: str
+    triple: str
+    cpu: str
+    features: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, spec: str | Target = "llvm"):
+        if isinstance(spec, Target):
+            for f in dataclasses.fields(Target):
+                object.__setattr__(self, f.name, getattr(spec, f.name))
+            return
+        if not isinstance(spec, str) or not spec.strip():
+            raise LoomError(f"target must be a string like 'llvm -mcpu=...', got {spec!r}")
+        words = shlex.split(spec)
+        kind, opts = words[0], {}
+        if kind not in KINDS:
+            raise LoomError(f"unknown target kind {kind!r}; known: {list(KINDS)}")
+        for word in words[1:]:
+            if not word.startswith("-") or "=" not in word:
+                raise LoomError(f"target option {word!r} must look like -key=value")
+            key, value = word[1:].split("=", 1)
+            opts[key] = value
+        unknown = set(opts) - {"mtriple", "mcpu", "mattr", "opt-level", "align", "stack-limit"}
+        if unknown:
+            raise LoomError(
+                f"unknown target options {sorted(unknown)}; known: -mtriple, -mcpu, "
+                "-mattr, -opt-level, -align, -stack-limit"
+            )
+        host_triple, host_cpu, host_features = _host()
+        triple = opts.pop("mtriple", host_triple)
+        is_host = triple == host_triple
+        cpu = opts.pop("mcpu", host_cpu if is_host else "generic")
+        features = opts.pop("mattr", host_features if is_host and cpu == host_cpu else "")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "triple", triple)
+        object.__setattr__(self, "cpu", cpu)
+        object.__setattr__(self, "features", features)
+        object.__setattr__(self, "options", tuple(sorted(opts.items())))
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+    @property
+    def is_host(self) -> bool:
+        return self.triple == _host()[0]
+
+    @property
+    def opt_level(self) -> int:
+        level = int(self.option("opt-level", "3"))
+        if not 0 <= level <= 3:
+            raise LoomError(f"target -opt-level must be 0..3, got {level}")
+        return level
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes in the widest vector register."""
+        return _vector_bytes(self.triple, self.features)
+
+    @property
+    def alignment(self) -> int:
+        """Byte alignment of buffers the code may assume (arguments are checked against it):
+        a vector register or a cache line, whichever is larger, unless -align= says otherwise."""
+        if self.option("align") is not None:
+            return int(self.option("align"))
+        return max(64, self.vector_bytes)
+
+    @property
+    def stack_limit(self) -> int:
+        """Bytes a generated function may allocate on the stack (stack-scoped buffers)."""
+        return int(self.option("stack-limit", str(1 << 20)))
+
+    def __str__(self) -> str:
+        text = f"{self.kind} -mtriple={self.triple} -mcpu={self.cpu}"
+        return text + "".join(f" -{k}={v}" for k, v in self.options)
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
+
+
+def as_target(target: str | Target) -> Target:
+    return target if isinstance(target, Target) else Target(target)
