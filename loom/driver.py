@@ -17,11 +17,13 @@ def lower(
     inp: Schedule | PrimFunc | IRModule,
     args: Sequence[Tensor | Var] | None = None,
     name: str = "main",
+    target: str | Target | None = None,
 ) -> IRModule:
     """Lower a schedule (with its argument list) or loop IR through the lowering pipeline.
 
     The passes run under the current `PassContext`, which may insert user passes at the phases
-    of `loom.transform.pipeline.LOWER`.
+    of `loom.transform.pipeline.LOWER`. With a `target`, the target passes of `pipeline.BUILD`
+    run too (memory scopes, pragmas, checks): the result is what the code generator receives.
     """
     if isinstance(inp, Schedule):
         if args is None:
@@ -38,7 +40,11 @@ def lower(
     else:
         raise TypeError(f"lower takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
     ctx = PassContext.current()
-    return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)
+    passes = pipeline.LOWER
+    if target is not None:
+        mod = mod.with_attr("target", as_target(target))
+        passes = pipeline.LOWER + pipeline.BUILD
+    return ctx.run(pipeline.expand(passes, ctx), mod)
 
 
 def build(
@@ -52,7 +58,7 @@ def build(
     `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", or a Target.
     """
     target = as_target(target)
-    mod = lower(inp, args, name)
+    mod = lower(inp, args, name, target=target)
     from loom.codegen.llvm import build_llvm
 
     return build_llvm(mod, target)

@@ -3,6 +3,13 @@
 import pathlib
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (so CI is reproducible); run
+# `pytest --hypothesis-profile=explore` to search with new random examples.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile("ci")
 
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
 

@@ -431,9 +431,22 @@ def symbolic_interval(
     of operands of unknown sign, ...): the caller then uses the whole domain. Like TVM's bound
     inference, it assumes that the index arithmetic does not overflow its dtype; it returns None
     when a constant or coefficient of an end is not representable. `var_bounds` gives constant
-    bounds of the other variables and is used to simplify the ends.
+    bounds of the other variables and is used to simplify the ends. When every variable of an
+    end has a bound there and the end can still overflow, the result is None: the assumption is
+    only made where nothing can check it.
     """
-    return _IntervalEvaluator.create(relax, var_bounds).interval_of(e)
+    result = _IntervalEvaluator.create(relax, var_bounds).interval_of(e)
+    if result is None or not var_bounds:
+        return result
+    from loom.ir.visitor import free_vars
+
+    for end in result:
+        if free_vars(end) <= var_bounds.keys():
+            b = const_int_bound(end, var_bounds)
+            lo, hi = dtype_range(end.dtype)
+            if b.lo is None or b.hi is None or (b.lo <= lo and b.hi >= hi):
+                return None  # the end may wrap around: no sound interval
+    return result
 
 
 def _end(value: PrimExpr | int, var: Var) -> PrimExpr:

@@ -156,7 +156,15 @@ class _Printer:
         self.stmt(s.body, indent)
 
     def s_AssertStmt(self, s: S.AssertStmt, indent: int) -> None:
-        self.emit(indent, f"assert({self.expr(s.condition)}, {s.message!r});")
+        message = "last error" if s.message is None else repr(s.message)
+        self.emit(indent, f"assert({self.expr(s.condition)}, {message});")
+        self.stmt(s.body, indent)
+
+    def s_DeferStmt(self, s: S.DeferStmt, indent: int) -> None:
+        cleanup = _Printer()
+        cleanup.var_names, cleanup.used_names = self.var_names, self.used_names
+        cleanup.stmt(s.cleanup, 0)
+        self.emit(indent, f"defer {{ {'; '.join(cleanup.lines)} }}")
         self.stmt(s.body, indent)
 
     def s_BufferStore(self, s: S.BufferStore, indent: int) -> None:
@@ -171,7 +179,8 @@ class _Printer:
             self.emit(indent, "}")
 
     def s_Evaluate(self, s: S.Evaluate, indent: int) -> None:
-        self.emit(indent, self.expr(s.value))
+        if not S.is_nop(s):
+            self.emit(indent, self.expr(s.value))
 
     # -- expressions ---------------------------------------------------------------------------
     def access(self, b: Buffer, indices, predicate) -> str:

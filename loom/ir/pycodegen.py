@@ -517,9 +517,20 @@ class _Codegen:
 
     def s_AssertStmt(self, s) -> None:
         cond = self.scalar(s.condition)
+        message = s.message if s.message is not None else "a runtime call failed"
         self.emit(f"if not {cond}:")
-        self.emit(f"    raise _IE({s.message!r})")
+        self.emit(f"    raise _IE({message!r})")
         self.stmt(s.body)
+
+    def s_DeferStmt(self, s) -> None:
+        self.emit("try:")
+        self.depth += 1
+        self.stmt_block(s.body)
+        self.depth -= 1
+        self.emit("finally:")
+        self.depth += 1
+        self.stmt_block(s.cleanup)
+        self.depth -= 1
 
     def s_IfThenElse(self, s) -> None:
         self.emit(f"if {self.scalar(s.condition)}:")

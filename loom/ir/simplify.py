@@ -167,8 +167,15 @@ class Analyzer:
         return self.bounds.bound(e)
 
     def simplify(self, e: PrimExpr) -> PrimExpr:
-        """An equivalent expression of the same dtype (see the module docstring)."""
-        return self._expr(e)
+        """An equivalent expression of the same dtype (see the module docstring). A rewrite can
+        expose another (a comparison turned into one the bounds decide), so the rules run again
+        until the expression stops changing (three rounds at most)."""
+        for _ in range(3):
+            new = self._expr(e)
+            if new == e:
+                break
+            e = new
+        return e
 
     def can_prove(self, cond: PrimExpr) -> bool:
         """True only if `cond` (bool, every lane) holds for all values within the bounds."""

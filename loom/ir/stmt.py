@@ -41,10 +41,20 @@ class AttrStmt(Stmt):
 
 @node
 class AssertStmt(Stmt):
-    """Fail with `message` unless `condition` holds, then run `body`."""
+    """Fail with `message` unless `condition` holds, then run `body`. A `message` of None
+    means the failing call in `condition` has set the runtime's last error already."""
 
     condition: PrimExpr
-    message: str
+    message: str | None
+    body: Stmt
+
+
+@node
+class DeferStmt(Stmt):
+    """Run `body`, then `cleanup`: also when `body` fails (like Go's defer), so memory taken
+    before `body` is given back on every exit path."""
+
+    cleanup: Stmt
     body: Stmt
 
 

@@ -97,31 +97,49 @@ def substitute(node: Any, mapping: Mapping[Var, PrimExpr]) -> Any:
     return _Substituter(mapping).visit(node)
 
 
+def _vars_of(n: Any) -> Var | None:
+    """The variable a node uses directly: itself, or the data of the buffer it accesses."""
+    from loom.ir.expr import BufferLoad
+    from loom.ir.stmt import BufferStore
+
+    if isinstance(n, Var):
+        return n
+    if isinstance(n, BufferLoad | BufferStore):
+        return n.buffer.data
+    return None
+
+
 def free_vars(node: Any) -> set[Var]:
-    """Variables used in `node` (loop and let variables bound inside are excluded)."""
+    """Variables used in `node`, including the data of buffers it accesses (loop and let
+    variables and allocated buffers bound inside are excluded)."""
     from loom.ir.expr import Let
-    from loom.ir.stmt import For, LetStmt
+    from loom.ir.stmt import Allocate, For, LetStmt
 
     used: set[Var] = set()
     bound: set[Var] = set()
 
     def record(n: Any) -> None:
-        if isinstance(n, Var):
-            used.add(n)
-        elif isinstance(n, For | LetStmt | Let):
-            bound.add(n.loop_var if isinstance(n, For) else n.var)
+        v = _vars_of(n)
+        if v is not None:
+            used.add(v)
+        elif isinstance(n, For):
+            bound.add(n.loop_var)
+        elif isinstance(n, LetStmt | Let):
+            bound.add(n.var)
+        elif isinstance(n, Allocate):
+            bound.add(n.buffer.data)
 
     post_order_visit(node, record)
     return used - bound
 
 
 def uses_var(node: Any, var: Var) -> bool:
-    """True if `var` occurs in `node`."""
+    """True if `var` occurs in `node` (as a value, or as the data of an accessed buffer)."""
     found = False
 
     def check(n: Any) -> None:
         nonlocal found
-        if n is var or (isinstance(n, Var) and n == var):
+        if _vars_of(n) == var:
             found = True
 
     post_order_visit(node, check)

@@ -8,7 +8,21 @@ import pathlib
 
 from loom.runtime.native_lib import NATIVE_DIR, build_library
 
-SOURCE = NATIVE_DIR / "host" / "loom_runtime.c"
+SOURCES = [
+    NATIVE_DIR / "host" / "loom_runtime.c",
+    NATIVE_DIR / "host" / "loom_vtcm.c",
+    NATIVE_DIR / "common" / "loom_arena.c",
+]
+VTCM_STATS = (
+    "capacity",
+    "in_use",
+    "peak",
+    "allocations",
+    "frees",
+    "failures",
+    "live_blocks",
+    "largest_free",
+)
 
 SYMBOLS = {
     "loom_set_last_error": "void loom_set_last_error(const char *message)",
@@ -27,7 +41,7 @@ SYMBOLS = {
 
 @functools.cache
 def library_path() -> pathlib.Path:
-    return build_library("libloom_runtime", [SOURCE], ["-O2", "-pthread"])
+    return build_library("libloom_runtime", SOURCES, ["-O2", "-pthread"])
 
 
 @functools.cache
@@ -37,6 +51,8 @@ def library() -> ctypes.CDLL:
     lib.loom_get_last_error.restype = ctypes.c_char_p
     lib.loom_set_last_error.argtypes = [ctypes.c_char_p]
     lib.loom_set_num_threads.argtypes = [ctypes.c_int32]
+    lib.loom_vtcm_stats.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]
+    lib.loom_vtcm_configure.argtypes = [ctypes.c_int64]
     return lib
 
 
@@ -55,3 +71,19 @@ def set_num_threads(n: int) -> int:
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads takes a positive int, got {n!r}")
     return library().loom_set_num_threads(n)
+
+
+def vtcm_stats() -> dict[str, int]:
+    """Statistics of the host's VTCM arena: capacity, in_use, peak, allocations, frees,
+    failures, live_blocks, largest_free (bytes or counts)."""
+    out = (ctypes.c_int64 * len(VTCM_STATS))()
+    library().loom_vtcm_stats(out, len(VTCM_STATS))
+    return dict(zip(VTCM_STATS, out))
+
+
+def configure_vtcm(capacity: int) -> None:
+    """Replace the host's VTCM arena by an empty one of `capacity` bytes (statistics reset)."""
+    if library().loom_vtcm_configure(int(capacity)) != 0:
+        from loom.errors import LoomError
+
+        raise LoomError(last_error())

@@ -16,14 +16,19 @@ def host_link_flags() -> list[str]:
     return [f"-L{lib.parent}", f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}", "-lm"]
 
 
-def link_host_shared(objects: list[pathlib.Path], output: pathlib.Path) -> None:
+def link_host_shared(
+    objects: list[pathlib.Path], output: pathlib.Path, flags: list[str] = ()
+) -> None:
+    """`cc -shared` the objects with the host runtime, libm and `flags` (other libraries)."""
+    base = host_link_flags()
+    extra = [f for f in flags if f not in base]
     run(
-        [find_tool("cc"), "-shared", "-o", str(output), *map(str, objects), *host_link_flags()],
+        [find_tool("cc"), "-shared", "-o", str(output), *map(str, objects), *base, *extra],
         "linking a shared library",
     )
 
 
-def load_host_object(object_code: bytes, name: str) -> ctypes.CDLL:
+def load_host_object(object_code: bytes, name: str, flags: list[str] = ()) -> ctypes.CDLL:
     """Link one object file into a shared library, load it, and delete the files (the loaded
     library stays mapped)."""
     host_runtime.library()  # its symbols must be global before the kernel is loaded
@@ -31,5 +36,5 @@ def load_host_object(object_code: bytes, name: str) -> ctypes.CDLL:
         obj = pathlib.Path(tmp) / f"{name}.o"
         obj.write_bytes(object_code)
         lib = pathlib.Path(tmp) / f"{name}.so"
-        link_host_shared([obj], lib)
+        link_host_shared([obj], lib, flags)
         return ctypes.CDLL(str(lib))

@@ -92,6 +92,7 @@ class Module:
         library: ctypes.CDLL | None = None,
         imports: tuple[Module, ...] = (),
         object_code: bytes | None = None,
+        extern_symbols: dict[str, str] | None = None,
     ):
         self.type_key = type_key
         self.signatures = dict(signatures)
@@ -100,6 +101,7 @@ class Module:
         self.library = library
         self.imports = list(imports)
         self.object_code = object_code
+        self.extern_symbols = dict(extern_symbols or {})
         self._functions: dict[str, NativeFunction] = {}
 
     def function_names(self) -> list[str]:
@@ -132,8 +134,18 @@ class Module:
             )
         self.get_function(next(iter(self.signatures)))(*args)
 
+    def build_report(self) -> str:
+        """What the build produced: functions, and each undefined symbol of the object with
+        the runtime library that resolves it."""
+        lines = [f"module {self.type_key} for {self.target}"]
+        lines += [f"  function {sig.describe()}" for sig in self.signatures.values()]
+        lines.append("  undefined symbols:" if self.extern_symbols else "  no undefined symbols")
+        width = max((len(s) for s in self.extern_symbols), default=0)
+        lines += [f"    {sym.ljust(width)}  <- {lib}" for sym, lib in self.extern_symbols.items()]
+        return "\n".join(lines)
+
     def get_source(self, fmt: str = "ll") -> str:
-        """Generated code: "ll" (optimized LLVM IR) or "asm" (assembly)."""
+        """Generated code: "ir" (the final loop IR), "ll" (optimized LLVM IR) or "asm"."""
         if fmt not in self.sources:
             raise LoomError(f"no {fmt!r} source; available: {sorted(self.sources)}")
         return self.sources[fmt]

@@ -91,6 +91,12 @@ class Target:
         return self.triple == _host()[0]
 
     @property
+    def device(self) -> str:
+        """The kind of processor the code runs on, as memory scopes and runtime libraries name
+        it: "hexagon" for Hexagon triples, else "cpu"."""
+        return "hexagon" if self.triple.startswith("hexagon") else "cpu"
+
+    @property
     def opt_level(self) -> int:
         level = int(self.option("opt-level", "3"))
         if not 0 <= level <= 3:

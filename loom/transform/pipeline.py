@@ -8,10 +8,13 @@ from __future__ import annotations
 import dataclasses
 
 from loom.transform.flatten_buffer import flatten_buffer
+from loom.transform.lower_memory import lower_memory_scopes
+from loom.transform.lower_pragma import lower_pragmas
 from loom.transform.pass_infra import Pass, PassContext
 from loom.transform.simplify import simplify
 from loom.transform.unroll_loop import unroll_loop
 from loom.transform.vectorize_loop import vectorize_loop
+from loom.transform.verify_memory import check_extern_calls, verify_memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +32,15 @@ LOWER = [
     Phase("vectorize"),  # vector operations, no unrolled loops left
     simplify,
     Phase("final"),
+]
+
+
+BUILD = [  # after LOWER, for a target (the module's "target" attribute)
+    lower_pragmas,  # pragma'd copy nests become data-movement calls (mvin, mvout, ...)
+    lower_memory_scopes,  # every allocation as its scope says: stack, allocator, fixed address
+    simplify,
+    verify_memory,  # no special-scope allocation left, no access to an inaccessible scope
+    check_extern_calls,  # every extern call declared by a runtime library for the device
 ]
 
 

@@ -69,3 +69,17 @@ def test_cpu_elementwise_2d():
     out = np.zeros((33, 70), np.float32)
     mod["fma"](x, y, z, out)
     np.testing.assert_allclose(out, x * y + z, rtol=1e-6)
+
+
+def test_stack_buffers_over_the_targets_limit_are_a_build_error():
+    from loom import te
+
+    A = te.placeholder((1024,), name="A")
+    T = te.compute((1024,), lambda i: A[i] + 1.0, name="T")
+    C = te.compute((1024,), lambda i: T[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[T].set_scope("local")
+    with pytest.raises(LoomError, match=r"allocates 4096 bytes on the stack .* more than the "
+                                        r"target's limit of 1024; use scope 'global'"):
+        loom.build(s, [A, C], target="llvm -stack-limit=1024")
+    loom.build(s, [A, C], target="llvm")  # within the default limit

@@ -136,9 +136,9 @@ def test_substitute_free_vars_and_rename():
     i, j, n = Var("i"), Var("j"), Var("n")
     buf = decl_buffer((16,), "int32", "B")
     loop = For(i, IntImm(0), IntImm(4), "serial", buf.store(i + n, (i * 4 + j,)))
-    assert free_vars(loop) == {j, n}
+    assert free_vars(loop) == {j, n, buf.data}  # a buffer access uses the buffer's data
     replaced = substitute(loop, {j: IntImm(3)})
-    assert free_vars(replaced) == {n}
+    assert free_vars(replaced) == {n, buf.data}
     k = Var("k")
     renamed = rename_vars(loop, {i: k})
     assert renamed.loop_var is k and i not in free_vars(renamed) | {renamed.loop_var}
@@ -154,3 +154,27 @@ def test_module_lookup_and_replace():
     with pytest.raises(ValueError, match="more than one function named"):
         IRModule((f, f))
     assert isinstance(decl_buffer((2,), name="X"), Buffer)
+
+
+def test_defer_runs_cleanup_after_the_body_and_on_failure():
+    import numpy as np
+
+    from loom.errors import InterpreterError
+    from loom.ir import AssertStmt, DeferStmt, Evaluate, interpret
+
+    calls = []
+    externs = {"log_event": lambda code: calls.append(code) or 0}
+    flag = decl_buffer((1,), "int32", "flag")
+    body = AssertStmt(
+        op.equal(flag[0], 0), "flag is set", Evaluate(op.call_extern("int32", "log_event", 1))
+    )
+    func = PrimFunc(
+        "f", (flag,), DeferStmt(Evaluate(op.call_extern("int32", "log_event", 2)), body)
+    )
+    assert 'defer { call_extern("log_event", 2, dtype=int32) }' in to_text(func)
+    interpret(func, np.zeros(1, np.int32), externs=externs)
+    assert calls == [1, 2]
+    calls.clear()
+    with pytest.raises(InterpreterError, match="flag is set"):
+        interpret(func, np.ones(1, np.int32), externs=externs)
+    assert calls == [2]  # the cleanup ran although the body failed

@@ -523,6 +523,13 @@ class FunctionCodegen:
         self.error_if(self.builder.not_(cond), s.message)
         self.stmt(s.body)
 
+    def s_DeferStmt(self, s: S.DeferStmt) -> None:
+        """The cleanup runs after the body and at every error exit inside it."""
+        self.cleanups.append(lambda: self.stmt(s.cleanup))
+        self.stmt(s.body)
+        self.cleanups.pop()
+        self.stmt(s.cleanup)
+
     def s_IfThenElse(self, s: S.IfThenElse) -> None:
         cond = self.expr(s.condition)
         then_block = self.fn.append_basic_block("if.then")

@@ -14,21 +14,19 @@ import itertools
 
 from llvmlite import ir
 
+from loom import memory
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
-from loom.ir.dtype import INT64
 from loom.ir.expr import IntImm, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.visitor import post_order_visit
+from loom.memory.scope import Stack
 from loom.runtime.signature import FunctionSignature
 from loom.target import Target
-
-STACK_SCOPES = ("local", "shared")  # allocated on the stack
-HEAP_SCOPES = ("global",)  # allocated from the runtime's workspace memory
 
 
 class ModuleCodegen:
@@ -115,47 +113,30 @@ class ModuleCodegen:
     def _check_stack(self, cg: FunctionCodegen, name: str) -> None:
         if cg.stack_bytes > self.target.stack_limit:
             raise LoomError(
-                f"function {name} allocates {cg.stack_bytes} bytes on the stack "
-                f"(scopes {STACK_SCOPES}), more than the target's limit of "
+                f"function {name} allocates {cg.stack_bytes} bytes on the stack (stack "
+                f"scopes such as local), more than the target's limit of "
                 f"{self.target.stack_limit}; use scope 'global' for large buffers"
             )
 
     # -- allocations ---------------------------------------------------------------------------
     def allocate(self, cg: FunctionCodegen, s: S.Allocate) -> None:
+        """A stack buffer (lower_memory_scopes turned every other allocation into calls)."""
         buf = s.buffer
-        align = max(buf.alignment, self.target.alignment)
-        elements = buf.storage_elements()
-        if buf.scope in STACK_SCOPES:
-            if not isinstance(elements, IntImm):
-                raise LoomError(
-                    f"buffer {buf.name} in scope {buf.scope} needs a constant size "
-                    "to live on the stack"
-                )
-            nbytes = elements.value * buf.dtype.itemsize
-            cg.stack_bytes += nbytes
-            cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
-            cg.stmt(s.body)
-            return
-        if buf.scope not in HEAP_SCOPES:
+        if not isinstance(memory.get(buf.scope).strategy, Stack):
             raise LoomError(
-                f"buffer {buf.name} is in memory scope {buf.scope!r}, which the host code "
-                f"generator does not know how to allocate (it allocates {STACK_SCOPES} on the "
-                f"stack and {HEAP_SCOPES} on the heap)"
+                f"buffer {buf.name} in scope {buf.scope} reached code generation as "
+                "an Allocate; lower_memory_scopes must run first"
             )
-        b = cg.builder
-        count = cg.convert(cg.expr(elements), elements.dtype, INT64)
-        nbytes = b.mul(count, ir.Constant(I64, buf.dtype.itemsize))
-        ptr = b.call(self.runtime("loom_alloc"), [nbytes, ir.Constant(I64, align)])
-        cg.error_if(b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)), None)
-        cg.bind(buf.data, ptr)
-
-        def free() -> None:
-            cg.builder.call(self.runtime("loom_free"), [ptr])
-
-        cg.cleanups.append(free)
+        elements = buf.storage_elements()
+        if not isinstance(elements, IntImm):
+            raise LoomError(
+                f"buffer {buf.name} in scope {buf.scope} needs a constant size to live on the stack"
+            )
+        nbytes = elements.value * buf.dtype.itemsize
+        cg.stack_bytes += nbytes
+        align = max(buf.alignment, self.target.alignment)
+        cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
         cg.stmt(s.body)
-        cg.cleanups.pop()
-        free()
 
     # -- parallel loops ------------------------------------------------------------------------
     def parallel_for(self, cg: FunctionCodegen, loop: S.For) -> None:

@@ -1,0 +1,28 @@
+"""Memory scopes and the rules that lower pragmas to data-movement calls."""
+
+from loom.memory.pragma import PragmaRule, get_pragma_rule, list_pragma_rules, register_pragma_rule
+from loom.memory.scope import (
+    FixedAddress,
+    MemoryScope,
+    RuntimeAllocator,
+    Stack,
+    get,
+    register,
+    unregister,
+)
+from loom.memory.scope import list_scopes as list
+
+__all__ = [
+    "FixedAddress",
+    "MemoryScope",
+    "PragmaRule",
+    "RuntimeAllocator",
+    "Stack",
+    "get",
+    "get_pragma_rule",
+    "list",
+    "list_pragma_rules",
+    "register",
+    "register_pragma_rule",
+    "unregister",
+]

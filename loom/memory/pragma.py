@@ -1,0 +1,60 @@
+"""Pragma rules: a pragma on a copy loop nest becomes one call of a data-movement function.
+
+`s[T].pragma(axis, "mvin")` marks the loop nest below `axis`. If a rule is registered for
+"mvin", the pass `lower_pragmas` checks that the nest is a plain copy between two buffers
+(`dst[...] = src[...]`, indices affine in the loop variables), describes it as at most
+`max_dims` dimensions after merging contiguous ones, and replaces the nest with
+`symbol(src_address, dst_address, rows, row_bytes, src_stride_bytes, dst_stride_bytes)`,
+each argument converted to the dtype the symbol declares; the call returns 0 or fails with the
+runtime's last error. `make_args` replaces that argument list for other conventions.
+`src_space` / `dst_space` name the address spaces the copy must read and write (for mvin: from
+"host" to the accelerator's), so a device address is never passed where a host pointer is
+expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from loom.errors import LoomError
+
+
+@dataclasses.dataclass(frozen=True)
+class PragmaRule:
+    """Lower `pragma(<name>)` copy nests to calls of the extern `symbol`."""
+
+    name: str
+    symbol: str
+    max_dims: int = 2
+    make_args: Callable | None = None  # (CopyNest) -> list of argument expressions
+    src_space: str | None = None  # address space of the source buffer's scope (None: any)
+    dst_space: str | None = None
+    doc: str = ""
+
+
+_RULES: dict[str, PragmaRule] = {}
+
+
+def register_pragma_rule(rule: PragmaRule, replace: bool = False) -> PragmaRule:
+    if not isinstance(rule, PragmaRule):
+        raise TypeError(f"register_pragma_rule takes a PragmaRule, got {rule!r}")
+    if not rule.name.isidentifier():
+        raise ValueError(f"pragma names are identifiers, got {rule.name!r}")
+    if rule.name in _RULES and not replace and _RULES[rule.name] != rule:
+        raise LoomError(f"a pragma rule for {rule.name!r} is already registered; pass replace=True")
+    _RULES[rule.name] = rule
+    return rule
+
+
+def unregister_pragma_rule(name: str) -> None:
+    _RULES.pop(name, None)
+
+
+def get_pragma_rule(name: str) -> PragmaRule | None:
+    """The rule for pragma `name`, or None (other pragmas are hints left to the back end)."""
+    return _RULES.get(name)
+
+
+def list_pragma_rules() -> list[PragmaRule]:
+    return [_RULES[n] for n in sorted(_RULES)]

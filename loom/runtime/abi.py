@@ -1,0 +1,245 @@
+"""Declared runtime ABIs (DESIGN.md decision 3): the runtime libraries and the C symbols each
+provides.
+
+Every `call_extern` must name a symbol a library declares for the device the code runs on,
+with the declared argument types; every undefined symbol of a compiled object must be provided
+by a declared library. Errors name the symbol, the function, and the libraries that provide
+similar names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fnmatch
+from collections.abc import Callable
+
+from loom.errors import LoomError
+
+_C_TYPES = {
+    "void": "void",
+    "bool": "bool",
+    "handle": "void *",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "float16": "_Float16",
+    "float32": "float",
+    "float64": "double",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExternSymbol:
+    """A C function: return dtype ("void" allowed), parameters as (name, dtype) pairs, and
+    whether it sets loom's last error when it fails (returns NULL or non-zero)."""
+
+    name: str
+    ret: str
+    params: tuple[tuple[str, str], ...] = ()
+    sets_last_error: bool = False
+    doc: str = ""
+
+    def c_declaration(self) -> str:
+        args = ", ".join(f"{_C_TYPES[t]} {n}" for n, t in self.params) or "void"
+        ret = _C_TYPES[self.ret]
+        sep = "" if ret.endswith("*") else " "
+        return f"{ret}{sep}{self.name}({args})"
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeLibrary:
+    """A library whose code runs on `devices` and provides `symbols` (and any name matching
+    one of `patterns`, for compiler support routines). `link_flags()` gives what the host
+    linker needs to link it (None: linked by the toolchain itself)."""
+
+    name: str
+    devices: tuple[str, ...]
+    symbols: tuple[ExternSymbol, ...] = ()
+    patterns: tuple[str, ...] = ()
+    doc: str = ""
+    link_flags: Callable[[], list[str]] | None = None
+
+    def symbol(self, name: str) -> ExternSymbol | None:
+        for s in self.symbols:
+            if s.name == name:
+                return s
+        return None
+
+    def provides(self, name: str) -> bool:
+        return self.symbol(name) is not None or any(
+            fnmatch.fnmatchcase(name, p) for p in self.patterns
+        )
+
+
+_LIBRARIES: dict[str, RuntimeLibrary] = {}
+
+
+def register_library(lib: RuntimeLibrary, replace: bool = False) -> RuntimeLibrary:
+    if lib.name in _LIBRARIES and not replace and _LIBRARIES[lib.name] != lib:
+        raise LoomError(f"runtime library {lib.name!r} is already registered; pass replace=True")
+    _LIBRARIES[lib.name] = lib
+    return lib
+
+
+def unregister_library(name: str) -> None:
+    _LIBRARIES.pop(name, None)
+
+
+def get_library(name: str) -> RuntimeLibrary:
+    try:
+        return _LIBRARIES[name]
+    except KeyError:
+        raise LoomError(f"no runtime library {name!r}; registered: {sorted(_LIBRARIES)}") from None
+
+
+def list_libraries() -> list[RuntimeLibrary]:
+    return [_LIBRARIES[n] for n in sorted(_LIBRARIES)]
+
+
+def provider(name: str, device: str) -> RuntimeLibrary | None:
+    """The first registered library for `device` providing `name`."""
+    for lib in _LIBRARIES.values():
+        if device in lib.devices and lib.provides(name):
+            return lib
+    return None
+
+
+def similar_symbols(name: str, device: str | None = None) -> list[str]:
+    """'symbol (library)' for declared names close to `name`."""
+    pairs = {
+        s.name: lib.name
+        for lib in _LIBRARIES.values()
+        for s in lib.symbols
+        if device is None or device in lib.devices
+    }
+    return [f"{n} ({pairs[n]})" for n in difflib.get_close_matches(name, pairs, n=4, cutoff=0.6)]
+
+
+def lookup(name: str, device: str, caller: str) -> tuple[RuntimeLibrary, ExternSymbol]:
+    """The declaration of extern symbol `name` called by function `caller` on `device`."""
+    for lib in _LIBRARIES.values():
+        sym = lib.symbol(name)
+        if sym is not None and device in lib.devices:
+            return lib, sym
+    elsewhere = [lib.name for lib in _LIBRARIES.values() if lib.symbol(name) is not None]
+    where = f"; it is declared only for other devices, by {elsewhere}" if elsewhere else ""
+    near = similar_symbols(name, device)
+    hint = f"; similar declared symbols: {', '.join(near)}" if near else ""
+    raise LoomError(
+        f"function {caller} calls extern symbol {name!r}, which no runtime library "
+        f"declares for device {device!r}{where}{hint}. Declare it with "
+        "loom.runtime.abi.register_library"
+    )
+
+
+def _sym(decl: str, sets_last_error: bool = False, doc: str = "") -> ExternSymbol:
+    """ExternSymbol from 'ret name(type name, ...)' with loom dtype names."""
+    head, args = decl.rstrip(")").split("(", 1)
+    ret, name = head.split()
+    params = tuple((p.split()[1], p.split()[0]) for p in args.split(",") if p.strip())
+    return ExternSymbol(name, ret, params, sets_last_error, doc)
+
+
+def _host_runtime_flags() -> list[str]:
+    from loom.runtime.linker import host_link_flags
+
+    return host_link_flags()
+
+
+HOST_RUNTIME = register_library(
+    RuntimeLibrary(
+        "loom_host_runtime",
+        ("cpu",),
+        symbols=(
+            _sym("void loom_set_last_error(handle message)"),
+            _sym("handle loom_get_last_error()"),
+            _sym(
+                "handle loom_alloc(int64 nbytes, int64 alignment)",
+                True,
+                "aligned workspace memory; NULL and the last error on failure",
+            ),
+            _sym("void loom_free(handle ptr)"),
+            _sym("int32 loom_parallel_launch(handle task, handle closure, int32 num_tasks)", True),
+            _sym("int32 loom_get_num_threads()"),
+            _sym("int32 loom_set_num_threads(int32 n)"),
+            _sym(
+                "handle HexagonBackendAllocateVTCM(uint32 nbytes, uint32 alignment)",
+                True,
+                "VTCM emulated on the host: first fit in an aligned arena",
+            ),
+            _sym("int32 HexagonBackendFreeVTCM(handle ptr)", True),
+            _sym("handle loom_vtcm_alloc(uint32 nbytes, uint32 alignment)", True),
+            _sym("int32 loom_vtcm_free(handle ptr)", True),
+        ),
+        doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
+        link_flags=_host_runtime_flags,
+    )
+)
+
+_MATH1 = (
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "log10",
+    "sqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "erf",
+    "fabs",
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "roundeven",
+    "nearbyint",
+    "rint",
+)
+LIBM = register_library(
+    RuntimeLibrary(
+        "libm",
+        ("cpu",),
+        symbols=tuple(
+            [_sym(f"float32 {f}f(float32 x)") for f in _MATH1]
+            + [_sym(f"float64 {f}(float64 x)") for f in _MATH1]
+            + [
+                _sym("float32 powf(float32 x, float32 y)"),
+                _sym("float64 pow(float64 x, float64 y)"),
+                _sym("float32 fmodf(float32 x, float32 y)"),
+                _sym("float64 fmod(float64 x, float64 y)"),
+            ]
+        ),
+        doc="the C math library",
+        link_flags=lambda: ["-lm"],
+    )
+)
+
+LIBC = register_library(
+    RuntimeLibrary(
+        "libc",
+        ("cpu",),
+        symbols=(
+            _sym("handle memcpy(handle dst, handle src, uint64 n)"),
+            _sym("handle memmove(handle dst, handle src, uint64 n)"),
+            _sym("handle memset(handle dst, int32 value, uint64 n)"),
+        ),
+        doc="the C library's memory functions (LLVM turns copy and fill loops into them)",
+        link_flags=None,
+    )
+)
+
+COMPILER_RUNTIME = register_library(
+    RuntimeLibrary(
+        "compiler_runtime",
+        ("cpu", "hexagon"),
+        patterns=("__*",),
+        doc="the compiler's support routines (libgcc / compiler-rt): __truncsfhf2, __divdi3, ...",
+    )
+)

@@ -1,0 +1,152 @@
+"""lower_memory_scopes: every allocation becomes what its memory scope says.
+
+Afterwards only stack allocations (`Stack` scopes) are left as `Allocate`:
+- `RuntimeAllocator` scopes: `let data = alloc(bytes, alignment)`, an assertion that it is not
+  NULL (the allocator's last error propagates), and `defer free(data)` so the memory is freed
+  on every exit path, including errors;
+- `FixedAddress` scopes: `let data = base + offset`, offsets packed in order of appearance with
+  the scope's alignment; a function whose buffers need more than the scope's capacity is a
+  build error giving required and available bytes.
+Every constant-size allocation is checked against its scope's capacity.
+"""
+
+from __future__ import annotations
+
+from loom import memory
+from loom.errors import LoomError
+from loom.ir import op
+from loom.ir.buffer import Buffer
+from loom.ir.dtype import HANDLE, dtype
+from loom.ir.expr import Call, IntImm, PrimExpr
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.simplify import simplify
+from loom.ir.stmt import Allocate, AssertStmt, DeferStmt, Evaluate, LetStmt, Stmt
+from loom.ir.visitor import Mutator
+from loom.memory.scope import FixedAddress, MemoryScope, RuntimeAllocator, Stack
+from loom.runtime import abi
+from loom.transform.pass_infra import Pass, register_pass
+
+
+def _align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+class _LowerAllocations(Mutator):
+    def __init__(self, func: PrimFunc, device: str):
+        self.func = func
+        self.device = device
+        self.fixed_used: dict[str, int] = {}  # scope -> bytes placed so far
+
+    def visit_Allocate(self, s: Allocate) -> Stmt:
+        buf = s.buffer
+        scope = memory.get(buf.scope)
+        nbytes = simplify(buf.storage_elements() * buf.dtype.itemsize)
+        self._check_capacity(buf, scope, nbytes)
+        alignment = max(buf.alignment, scope.alignment)
+        strategy = scope.strategy
+        if isinstance(strategy, FixedAddress):  # placed before the buffers inside it
+            address = self._fixed_address(buf, scope, strategy, nbytes, alignment)
+            return LetStmt(buf.data, op.cast(IntImm(address, "uint64"), HANDLE), self.visit(s.body))
+        body = self.visit(s.body)
+        if isinstance(strategy, Stack):
+            return Allocate(buf.replace(alignment=alignment), body)
+        return self._runtime_allocation(buf, scope, strategy, nbytes, alignment, body)
+
+    def _check_capacity(self, buf: Buffer, scope: MemoryScope, nbytes: PrimExpr) -> None:
+        if (
+            scope.capacity is not None
+            and isinstance(nbytes, IntImm)
+            and nbytes.value > scope.capacity
+        ):
+            raise LoomError(
+                f"function {self.func.name}: buffer {buf.name} needs {nbytes.value} "
+                f"bytes but memory scope {scope.name} has {scope.capacity} bytes"
+            )
+
+    def _runtime_allocation(
+        self,
+        buf: Buffer,
+        scope: MemoryScope,
+        strategy: RuntimeAllocator,
+        nbytes: PrimExpr,
+        alignment: int,
+        body: Stmt,
+    ) -> Stmt:
+        _, alloc = abi.lookup(strategy.alloc, self.device, self.func.name)
+        _, free = abi.lookup(strategy.free, self.device, self.func.name)
+        if len(alloc.params) != 2 or alloc.ret != "handle" or len(free.params) != 1:
+            raise LoomError(
+                f"memory scope {scope.name}: allocator {alloc.name} must be "
+                f"'handle {alloc.name}(size, alignment)' and {free.name} take one "
+                "pointer"
+            )
+        size_t, align_t = (dtype(t) for _, t in alloc.params)
+        call = op.call_extern(
+            HANDLE, alloc.name, op.cast(nbytes, size_t), op.const(alignment, align_t)
+        )
+        message = (
+            None
+            if alloc.sets_last_error
+            else (
+                f"{alloc.name} returned NULL for buffer {buf.name} ({nbytes} bytes, scope "
+                f"{scope.name})"
+            )
+        )
+        free_call = Evaluate(
+            Call(
+                dtype("int32") if free.ret == "void" else dtype(free.ret),
+                free.name,
+                (buf.data,),
+                "extern",
+            )
+        )
+        not_null = op.logical_not(op.call_intrin("bool", "isnullptr", buf.data))
+        return LetStmt(buf.data, call, AssertStmt(not_null, message, DeferStmt(free_call, body)))
+
+    def _fixed_address(
+        self,
+        buf: Buffer,
+        scope: MemoryScope,
+        strategy: FixedAddress,
+        nbytes: PrimExpr,
+        alignment: int,
+    ) -> int:
+        """The next free address of the scope, aligned; bytes beyond capacity are an error."""
+        if not isinstance(nbytes, IntImm):
+            raise LoomError(
+                f"function {self.func.name}: buffer {buf.name} in fixed-address "
+                f"scope {scope.name} needs a constant size, got {nbytes}"
+            )
+        unit = strategy.unit_bits // 8
+        offset = _align_up(self.fixed_used.get(scope.name, 0), max(alignment, unit))
+        end = offset + nbytes.value
+        if end > scope.capacity:
+            raise LoomError(
+                f"function {self.func.name}: buffers in memory scope {scope.name} need {end} "
+                f"bytes ({buf.name}: {nbytes.value} bytes at offset {offset}), but the scope has "
+                f"{scope.capacity} bytes"
+            )
+        self.fixed_used[scope.name] = end
+        return strategy.base + offset // unit
+
+
+def lower_memory_func(func: PrimFunc, device: str) -> PrimFunc:
+    return func.with_body(_LowerAllocations(func, device).visit(func.body))
+
+
+def _run(mod: IRModule) -> IRModule:
+    device = target_of(mod).device
+    return mod.map_functions(lambda f: lower_memory_func(f, device))
+
+
+def target_of(mod: IRModule):
+    """The target a module is built for (set by loom.build / loom.lower(target=...))."""
+    target = mod.attr("target")
+    if target is None:
+        raise LoomError(
+            "this pass needs the module's target: use loom.build or loom.lower(..., target=...)"
+        )
+    return target
+
+
+lower_memory_scopes = register_pass(Pass("lower_memory_scopes", _run))

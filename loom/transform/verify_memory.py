@@ -1,0 +1,100 @@
+"""verify_memory and check_extern_calls: what must hold before code generation.
+
+verify_memory: no allocation in a scope other than a stack scope is left (lower_memory_scopes
+ran), and no function loads or stores a buffer whose scope its device cannot access (taking a
+buffer's address for a data-movement call is allowed).
+
+check_extern_calls: every extern call names a symbol that a runtime library declares for the
+device, with the declared number and types of arguments.
+"""
+
+from __future__ import annotations
+
+from loom import memory
+from loom.errors import LoomError
+from loom.ir.expr import BufferLoad, Call, CallKind
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.stmt import Allocate, BufferStore
+from loom.ir.visitor import Visitor, post_order_visit
+from loom.memory.scope import Stack
+from loom.runtime import abi
+from loom.transform.lower_memory import target_of
+from loom.transform.pass_infra import Pass, register_pass
+
+
+class _MemoryChecker(Visitor):
+    def __init__(self, func: PrimFunc, device: str):
+        self.func = func
+        self.device = device
+
+    def visit_Allocate(self, n: Allocate) -> None:
+        scope = memory.get(n.buffer.scope)
+        if not isinstance(scope.strategy, Stack):
+            raise LoomError(
+                f"function {self.func.name}: buffer {n.buffer.name} in scope "
+                f"{scope.name} is still an Allocate; lower_memory_scopes must run "
+                "before code generation"
+            )
+        self.generic_visit(n)
+
+    def access(self, n: BufferLoad | BufferStore, verb: str) -> None:
+        scope = memory.get(n.buffer.scope)
+        if not scope.accessible(self.device):
+            raise LoomError(
+                f"function {self.func.name} runs on {self.device} but {verb} buffer "
+                f"{n.buffer.name} in memory scope {scope.name}, which only "
+                f"{list(scope.accessible_from)} can access; move data with a pragma rule "
+                "(e.g. mvin/mvout) instead"
+            )
+        self.generic_visit(n)
+
+    def visit_BufferLoad(self, n: BufferLoad) -> None:
+        self.access(n, "reads")
+
+    def visit_BufferStore(self, n: BufferStore) -> None:
+        self.access(n, "writes")
+
+    def visit_Call(self, n: Call) -> None:
+        if n.op == "address_of":  # taking an address is not an access
+            for index in n.args[0].indices:
+                self.visit(index)
+            return
+        self.generic_visit(n)
+
+
+def verify_memory_func(func: PrimFunc, device: str) -> None:
+    _MemoryChecker(func, device).visit(func.body)
+
+
+def check_extern_calls_func(func: PrimFunc, device: str) -> None:
+    def check(n) -> None:
+        if not isinstance(n, Call) or n.kind != CallKind.EXTERN:
+            return
+        lib, sym = abi.lookup(n.op, device, func.name)
+        got = [str(a.dtype) for a in n.args]
+        want = [t for _, t in sym.params]
+        if got != want:
+            raise LoomError(
+                f"function {func.name} calls {sym.c_declaration()} (from {lib.name}) "
+                f"with argument types {got}, expected {want}"
+            )
+
+    post_order_visit(func.body, check)
+
+
+def _verify(mod: IRModule) -> IRModule:
+    device = target_of(mod).device
+    for func in mod:
+        verify_memory_func(func, device)
+    return mod
+
+
+def _check_externs(mod: IRModule) -> IRModule:
+    device = target_of(mod).device
+    for func in mod:
+        check_extern_calls_func(func, device)
+    return mod
+
+
+verify_memory = register_pass(Pass("verify_memory", _verify))
+check_extern_calls = register_pass(Pass("check_extern_calls", _check_externs))

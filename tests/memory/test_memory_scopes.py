@@ -1,0 +1,363 @@
+"""Memory scopes: VTCM-style runtime allocation, fixed-address accelerator memory, pragma
+rules and declared extern symbols (the two seed questions answered end to end)."""
+
+import pathlib
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+import loom
+from loom import LoomError, memory, te
+from loom.runtime import abi, scratchpad_emu
+from loom.transform import PassContext, prim_func_pass
+
+BASE = 0x4000_0000
+
+
+def seed_program():
+    A = te.placeholder((2048,), name="A", dtype="int8")
+    B = te.placeholder((2048,), name="B", dtype="int8")
+    A_buf = te.compute((2048,), lambda *i: A(*i), "A_buf")
+    B_buf = te.compute((2048,), lambda *i: B(*i), "B_buf")
+    C = te.compute((2048,), lambda *i: A_buf(*i) + B_buf(*i), name="C")
+    s = te.create_schedule(C.op)
+    s[A_buf].set_scope("local.vtcm")
+    s[B_buf].set_scope("local.vtcm")
+    return s, [A, B, C]
+
+
+def seed_inputs():
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, 2048).astype(np.int8)
+    b = rng.integers(-128, 128, 2048).astype(np.int8)
+    return a, b, np.zeros(2048, np.int8), (a.astype(np.int16) + b).astype(np.int8)
+
+
+@pytest.fixture
+def spad():
+    """The example accelerator: a 1 KiB scratchpad at BASE, scope 'spad', rules mvin/mvout."""
+    scope = scratchpad_emu.setup(base=BASE, size=1024)
+    yield scope
+    memory.unregister("spad")
+    memory.pragma.unregister_pragma_rule("mvin")
+    memory.pragma.unregister_pragma_rule("mvout")
+    abi.unregister_library("scratchpad_emu")
+
+
+def test_registry_lists_builtins_and_rejects_unknown_scopes():
+    names = [s.name for s in memory.list()]
+    for builtin in ("global", "local", "shared", "local.vtcm", "global.vtcm"):
+        assert builtin in names
+    vtcm = memory.get("local.vtcm")
+    assert vtcm.strategy == memory.RuntimeAllocator(
+        "HexagonBackendAllocateVTCM", "HexagonBackendFreeVTCM"
+    )
+    with pytest.raises(
+        LoomError,
+        match=r"unknown memory scope 'local.vtcn' \(did you mean "
+        r"local.vtcm.*registered scopes: global, global.vtcm",
+    ):
+        memory.get("local.vtcn")
+    with pytest.raises(LoomError, match=r"already registered"):
+        memory.register(memory.MemoryScope("global", memory.Stack()))
+    with pytest.raises(ValueError, match=r"alignment must be a power of two"):
+        memory.MemoryScope("odd", memory.Stack(), alignment=48)
+
+
+def test_unknown_scope_in_a_schedule_is_a_build_error():
+    A = te.placeholder((8,), name="A")
+    T = te.compute((8,), lambda i: A[i] + 1.0, name="T")
+    C = te.compute((8,), lambda i: T[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[T].set_scope("local.tcm")
+    with pytest.raises(LoomError, match=r"unknown memory scope 'local.tcm'.*registered scopes"):
+        loom.build(s, [A, C])
+
+
+def test_seed_program_lowers_to_vtcm_calls_with_null_checks_and_frees():
+    s, args = seed_program()
+    text = str(loom.lower(s, args, name="alloc_vtcm", target="llvm"))
+    for buf in ("A_buf", "B_buf"):
+        assert re.search(
+            rf'let {buf}: handle = call_extern\("HexagonBackendAllocateVTCM", '
+            rf"uint32\(2048\), uint32\(128\), dtype=handle\);",
+            text,
+        ), text
+        assert f"assert(!@isnullptr({buf}), last error);" in text
+        assert f'defer {{ call_extern("HexagonBackendFreeVTCM", {buf}, dtype=int32) }}' in text
+    assert "allocate(" not in text  # no special-scope allocation is left
+
+
+def test_seed_program_runs_on_the_host_with_a_user_pass():
+    seen = []
+
+    @prim_func_pass
+    def observe(func):
+        seen.append(func.name)
+        return func
+
+    s, args = seed_program()
+    with PassContext(config={"tir.add_lower_pass": [(1, observe)]}):
+        mod = loom.build(s, args, name="alloc_vtcm")
+    assert seen == ["alloc_vtcm"]
+    a, b, c, expected = seed_inputs()
+    before = loom.runtime.vtcm_stats()
+    mod["alloc_vtcm"](a, b, c)
+    after = loom.runtime.vtcm_stats()
+    np.testing.assert_array_equal(c, expected)
+    assert after["allocations"] - before["allocations"] == 2
+    assert after["frees"] - before["frees"] == 2
+    assert after["in_use"] == 0
+
+
+def test_object_leaves_allocator_symbols_undefined_and_the_report_names_their_provider():
+    s, args = seed_program()
+    mod = loom.build(s, args, name="alloc_vtcm")
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = pathlib.Path(tmp) / "alloc_vtcm.o"
+        obj.write_bytes(mod.object_code)
+        undefined = subprocess.run(
+            ["nm", "-u", str(obj)], capture_output=True, text=True, check=True
+        ).stdout.split()
+    assert "HexagonBackendAllocateVTCM" in undefined and "HexagonBackendFreeVTCM" in undefined
+    assert mod.extern_symbols["HexagonBackendAllocateVTCM"] == "loom_host_runtime"
+    assert mod.extern_symbols["HexagonBackendFreeVTCM"] == "loom_host_runtime"
+    assert re.search(r"HexagonBackendFreeVTCM\s+<- loom_host_runtime", mod.build_report())
+
+
+def test_allocation_failure_is_an_exception_and_nothing_leaks():
+    loom.runtime.configure_vtcm(3000)  # room for A_buf (2048 bytes), not for B_buf as well
+    try:
+        s, args = seed_program()
+        mod = loom.build(s, args, name="alloc_vtcm")
+        a, b, c, _ = seed_inputs()
+        with pytest.raises(
+            LoomError,
+            match=r"alloc_vtcm failed .*VTCM: cannot allocate 2048 "
+            r"bytes aligned to 128 \(capacity 3000",
+        ):
+            mod["alloc_vtcm"](a, b, c)
+        stats = loom.runtime.vtcm_stats()
+        assert stats["allocations"] == 1 and stats["failures"] == 1
+        assert stats["frees"] == 1 and stats["in_use"] == 0  # A_buf freed on the error path
+    finally:
+        loom.runtime.configure_vtcm(256 * 1024)
+
+
+def test_undeclared_extern_symbol_is_a_build_error_naming_it():
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: loom.ir.op.call_extern("float32", "loom_aloc", A[i]), name="B")
+    with pytest.raises(
+        LoomError,
+        match=r"function uses_undeclared calls extern symbol "
+        r"'loom_aloc', which no runtime library declares.*"
+        r"similar declared symbols: loom_alloc "
+        r"\(loom_host_runtime\)",
+    ):
+        loom.build(te.create_schedule(B.op), [A, B], name="uses_undeclared")
+
+
+def test_extern_call_with_wrong_argument_types_is_refused():
+    A = te.placeholder((4,), name="A")
+    B = te.compute(
+        (4,), lambda i: loom.ir.op.call_extern("float32", "expf", A[i].astype("float64")), name="B"
+    )
+    with pytest.raises(
+        LoomError,
+        match=r"calls float expf\(float x\) \(from libm\) with "
+        r"argument types \['float64'\], expected \['float32'\]",
+    ):
+        loom.build(te.create_schedule(B.op), [A, B])
+
+
+def test_declared_libm_symbol_is_callable():
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: loom.ir.op.call_extern("float32", "expf", A[i]), name="B")
+    mod = loom.build(te.create_schedule(B.op), [A, B], name="exp")
+    a = np.linspace(0, 1, 4, dtype=np.float32)
+    b = np.zeros(4, np.float32)
+    mod["exp"](a, b)
+    np.testing.assert_allclose(b, np.exp(a), rtol=1e-6)
+    assert mod.extern_symbols["expf"] == "libm"
+
+
+def copy_program(nbytes: int, pragma: bool = True):
+    A = te.placeholder((nbytes,), name="A", dtype="uint8")
+    A_spad = te.compute(A.shape, lambda i: A[i], name="A_spad")
+    C = te.compute(A.shape, lambda i: A_spad[i], name="C")
+    s = te.create_schedule(C.op)
+    s[A_spad].set_scope("spad")
+    if pragma:
+        s[A_spad].pragma(s[A_spad].op.axis[0], "mvin")
+        s[C].pragma(C.op.axis[0], "mvout")
+    return s, [A, C]
+
+
+def test_fixed_address_buffer_is_placed_inside_the_range(spad):
+    mod = loom.build(*copy_program(512), name="copy512")
+    a = np.arange(512, dtype=np.uint32).astype(np.uint8)
+    c = np.zeros_like(a)
+    mod["copy512"](a, c)
+    used = scratchpad_emu.last_transfer()["device_address"]
+    assert BASE <= used and used + 512 <= BASE + 1024
+    np.testing.assert_array_equal(c, a)
+
+
+def test_fixed_address_buffer_over_capacity_is_a_build_error(spad):
+    with pytest.raises(
+        LoomError,
+        match=r"buffer A_spad needs 2048 bytes but memory scope spad "
+        r"has 1024 bytes",
+    ):
+        loom.build(*copy_program(2048), name="copy2k")
+
+
+def test_buffers_that_together_overflow_the_scope(spad):
+    A = te.placeholder((600,), name="A", dtype="uint8")
+    P = te.compute(A.shape, lambda i: A[i], name="P")
+    Q = te.compute(A.shape, lambda i: P[i], name="Q")  # spad -> spad copy: the device's own
+    C = te.compute(A.shape, lambda i: Q[i], name="C")
+    s = te.create_schedule(C.op)
+    for t, rule in ((P, "mvin"), (C, "mvout")):
+        s[t].pragma(s[t].op.axis[0], rule)
+    s[P].set_scope("spad")
+    s[Q].set_scope("spad")
+    with pytest.raises(
+        LoomError,
+        match=r"buffers in memory scope spad need 1208 bytes \(Q: 600 "
+        r"bytes at offset 608\), but the scope has 1024 bytes",
+    ):
+        loom.lower(s, [A, C], name="two", target="llvm")
+
+
+def test_pragma_mvin_program_of_the_question(spad):
+    A = te.placeholder((4, 4, 1, 8), dtype="uint8", name="A")
+    A_spad = te.compute(A.shape, lambda *i: A(*i), name="A_spad")
+    C = te.compute(A.shape, lambda *i: A_spad(*i), name="C")
+    s = te.create_schedule(C.op)
+    s[A_spad].set_scope("spad")
+    s[A_spad].pragma(s[A_spad].op.axis[0], "mvin")
+    s[C].pragma(C.op.axis[0], "mvout")
+    text = str(loom.lower(s, [A, C], name="move", target="llvm"))
+    assert text.count('call_extern("mvin"') == 1 and "for (" not in text
+    assert re.search(
+        r'call_extern\("mvin", @address_of\(A\[0\]\), cast\(uint64, '
+        r"@address_of\(A_spad\[0\]\)\), 1, 128, 128, 128",
+        text,
+    ), text
+    mod = loom.build(s, [A, C], name="move")
+    a = np.random.default_rng(0).integers(0, 256, A.shape).astype(np.uint8)
+    c = np.zeros_like(a)
+    mod["move"](a, c)
+    assert scratchpad_emu.read(BASE, 128) == a.tobytes()  # the device-side bytes
+    np.testing.assert_array_equal(c, a)
+
+
+def test_pragma_on_a_nest_that_is_not_a_copy(spad):
+    A = te.placeholder((16,), name="A", dtype="uint8")
+    A_spad = te.compute(A.shape, lambda i: A[i] * 2, name="A_spad")
+    C = te.compute(A.shape, lambda i: A_spad[i], name="C")
+    s = te.create_schedule(C.op)
+    s[A_spad].set_scope("spad")
+    s[A_spad].pragma(s[A_spad].op.axis[0], "mvin")
+    s[C].pragma(C.op.axis[0], "mvout")
+    with pytest.raises(
+        LoomError,
+        match=r"pragma 'mvin': the loop nest must be a copy between two"
+        r" buffers \(dst\[...\] = src\[...\]\), found a store of "
+        r"Mul",
+    ):
+        loom.build(s, [A, C])
+
+
+def test_strided_copy_becomes_a_two_dimensional_transfer(spad):
+    A = te.placeholder((8, 16), name="A", dtype="uint8")
+    A_spad = te.compute((8, 4), lambda i, j: A[i, j + 2], name="A_spad")  # 4 of every 16 bytes
+    C = te.compute((8, 4), lambda i, j: A_spad[i, j], name="C")
+    s = te.create_schedule(C.op)
+    s[A_spad].set_scope("spad")
+    s[A_spad].pragma(s[A_spad].op.axis[0], "mvin")
+    s[C].pragma(C.op.axis[0], "mvout")
+    text = str(loom.lower(s, [A, C], name="strided", target="llvm"))
+    assert re.search(r'call_extern\("mvin", @address_of\(A\[2\]\), .*, 8, 4, 16, 4, dtype', text)
+    mod = loom.build(s, [A, C], name="strided")
+    a = np.arange(128, dtype=np.uint8).reshape(8, 16)
+    c = np.zeros((8, 4), np.uint8)
+    mod["strided"](a, c)
+    np.testing.assert_array_equal(c, a[:, 2:6])
+
+
+def test_host_code_may_not_touch_the_scratchpad(spad):
+    with pytest.raises(
+        LoomError,
+        match=r"function nomove runs on cpu but writes buffer A_spad in "
+        r"memory scope spad, which only \['scratchpad_emu'\] can "
+        r"access",
+    ):
+        loom.build(*copy_program(64, pragma=False), name="nomove")
+
+
+def test_pragma_rule_checks_the_address_spaces_it_copies_between(spad):
+    A = te.placeholder((64,), name="A", dtype="uint8")
+    P = te.compute(A.shape, lambda i: A[i], name="P")
+    Q = te.compute(A.shape, lambda i: P[i], name="Q")
+    C = te.compute(A.shape, lambda i: Q[i], name="C")
+    s = te.create_schedule(C.op)
+    s[P].set_scope("spad")
+    s[Q].set_scope("spad")
+    s[P].pragma(s[P].op.axis[0], "mvin")
+    s[Q].pragma(s[Q].op.axis[0], "mvin")  # scratchpad -> scratchpad is not an mvin
+    s[C].pragma(C.op.axis[0], "mvout")
+    with pytest.raises(
+        LoomError,
+        match=r"pragma 'mvin': the copy reads P in scope spad \(address "
+        r"space scratchpad\), but the rule reads address space "
+        r"host",
+    ):
+        loom.build(s, [A, C])
+
+
+def test_runtime_bounds_check_of_the_emulated_device(spad):
+    memory.register(
+        memory.MemoryScope(
+            "spad.big",
+            memory.FixedAddress(BASE, 4096, 8, "scratchpad"),
+            alignment=16,
+            accessible_from=("scratchpad_emu",),
+        )
+    )
+    try:
+        A = te.placeholder((1024,), name="A", dtype="uint8")
+        P = te.compute(A.shape, lambda i: A[i], name="P")
+        Q = te.compute(A.shape, lambda i: A[i], name="Q")
+        C = te.compute(A.shape, lambda i: Q[i], name="C")
+        D = te.compute(A.shape, lambda i: P[i], name="D")
+        s = te.create_schedule([C.op, D.op])
+        for t in (P, Q):
+            s[t].set_scope("spad.big")
+            s[t].pragma(s[t].op.axis[0], "mvin")
+        for t in (C, D):
+            s[t].pragma(t.op.axis[0], "mvout")
+        mod = loom.build(s, [A, C, D], name="overflow")
+        a = np.ones(1024, np.uint8)
+        with pytest.raises(
+            LoomError,
+            match=r"mvin: device range \[0x40000400, 0x40000800\) is "
+            r"outside the scratchpad \[0x40000000, 0x40000400\)",
+        ):
+            mod["overflow"](a, np.zeros(1024, np.uint8), np.zeros(1024, np.uint8))
+    finally:
+        memory.unregister("spad.big")
+
+
+def test_global_scope_uses_the_host_heap_allocator():
+    A = te.placeholder((64,), name="A")
+    T = te.compute((64,), lambda i: A[i] + 1.0, name="T")
+    C = te.compute((64,), lambda i: T[i] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    text = str(loom.lower(s, [A, C], name="heap", target="llvm"))
+    assert 'let T: handle = call_extern("loom_alloc", int64(256), int64(64), dtype=handle)' in text
+    assert 'defer { call_extern("loom_free", T, dtype=int32) }' in text
