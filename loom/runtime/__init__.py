@@ -1,11 +1,12 @@
 """Running compiled code: modules, aligned arrays, the host runtime and the thread pool."""
 
 from loom.runtime.host_runtime import configure_vtcm, num_threads, set_num_threads, vtcm_stats
-from loom.runtime.module import Module, NativeFunction, TimeResult
+from loom.runtime.module import Module, NativeFunction, NativeModule, TimeResult
 
 __all__ = [
     "Module",
     "NativeFunction",
+    "NativeModule",
     "TimeResult",
     "configure_vtcm",
     "num_threads",

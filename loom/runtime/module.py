@@ -81,7 +81,68 @@ class NativeFunction:
 
 
 class Module:
-    """The result of `loom.build`: host functions and the modules they import."""
+    """A node of the module tree: code of one kind (`type_key`), its functions' signatures, and
+    the modules it imports.
+
+    `loom.build` returns the host module with device modules imported. Host code ("llvm",
+    "c") is a `NativeModule`, compiled and linked into the exported shared library ("DSO
+    exportable"); every other module is packed into the library as a payload by `save_payload`
+    and rebuilt on load by the loader registered for its type key.
+    """
+
+    dso_exportable = False
+
+    def __init__(self, type_key: str, signatures: dict[str, FunctionSignature],
+                 imports: tuple[Module, ...] = ()):
+        self.type_key = type_key
+        self.signatures = dict(signatures)
+        self.imports: list[Module] = list(imports)
+
+    def import_module(self, module: Module) -> None:
+        """Make `module` a child of this one (exported and loaded with it)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"import_module takes a loom Module, got {module!r}")
+        if module is self or module in self.walk():
+            raise LoomError(f"module {module.type_key} is already in this module tree")
+        self.imports.append(module)
+
+    def walk(self) -> list[Module]:
+        """This module and every module it imports, depth first."""
+        out = [self]
+        for m in self.imports:
+            out.extend(m.walk())
+        return out
+
+    def function_names(self) -> list[str]:
+        return list(self.signatures)
+
+    def save_payload(self) -> bytes:
+        """The bytes that `export_library` packs for a non-DSO module (device code, programs)."""
+        raise LoomError(f"module type {self.type_key!r} cannot be exported: it defines no "
+                        "save_payload")
+
+    def metadata(self) -> dict:
+        """What the artifact's metadata records about this module (beyond type key, functions
+        and imports)."""
+        return {}
+
+    def export_library(self, path, *, cc: str | None = None, options: list[str] = ()) -> None:
+        """Write this module tree as one shared library (`.so`) or as a `.tar` of objects and
+        sources to link later; see docs/export.md."""
+        from loom.runtime.export import export_library
+
+        export_library(self, path, cc=cc, options=options)
+
+    def __repr__(self) -> str:
+        return f"<loom.Module {self.type_key} functions={self.function_names()}>"
+
+
+class NativeModule(Module):
+    """Host code ("llvm" or "c"): compiled for `target`, loaded in this process when the
+    target is the host. Functions are called with numpy arrays, checked against their
+    signatures."""
+
+    dso_exportable = True
 
     def __init__(
         self,
@@ -93,28 +154,27 @@ class Module:
         imports: tuple[Module, ...] = (),
         object_code: bytes | None = None,
         extern_symbols: dict[str, str] | None = None,
+        memories: tuple[str, ...] = (),
     ):
-        self.type_key = type_key
-        self.signatures = dict(signatures)
+        super().__init__(type_key, signatures, imports)
         self.sources = dict(sources)
         self.target = target
         self.library = library
-        self.imports = list(imports)
         self.object_code = object_code
         self.extern_symbols = dict(extern_symbols or {})
+        self.memories = tuple(memories)
         self._functions: dict[str, NativeFunction] = {}
 
-    def function_names(self) -> list[str]:
-        return list(self.signatures)
+    def metadata(self) -> dict:
+        return {"target": str(self.target), "extern_symbols": self.extern_symbols,
+                "memories": list(self.memories)}
 
     def get_function(self, name: str) -> NativeFunction:
         if name not in self.signatures:
             raise LoomError(f"module has no function {name!r}; it has {self.function_names()}")
         if self.library is None:
-            raise LoomError(
-                f"function {name} was compiled for {self.target} and cannot run "
-                "in this process; export it with export_library"
-            )
+            raise LoomError(f"function {name} was compiled for {self.target} and cannot run "
+                            "in this process; export it with export_library")
         fn = self._functions.get(name)
         if fn is None:
             cfunc = getattr(self.library, name)
@@ -128,24 +188,25 @@ class Module:
 
     def __call__(self, *args) -> None:
         if len(self.signatures) != 1:
-            raise LoomError(
-                f"module has {len(self.signatures)} functions "
-                f"{self.function_names()}; call one by name: mod[name](...)"
-            )
+            raise LoomError(f"module has {len(self.signatures)} functions "
+                            f"{self.function_names()}; call one by name: mod[name](...)")
         self.get_function(next(iter(self.signatures)))(*args)
 
     def build_report(self) -> str:
-        """What the build produced: functions, and each undefined symbol of the object with
-        the runtime library that resolves it."""
+        """What the build produced: functions, memories, and each undefined symbol of the
+        object with the runtime library that resolves it."""
         lines = [f"module {self.type_key} for {self.target}"]
         lines += [f"  function {sig.describe()}" for sig in self.signatures.values()]
+        if self.memories:
+            lines.append(f"  memories: {', '.join(self.memories)}")
         lines.append("  undefined symbols:" if self.extern_symbols else "  no undefined symbols")
         width = max((len(s) for s in self.extern_symbols), default=0)
         lines += [f"    {sym.ljust(width)}  <- {lib}" for sym, lib in self.extern_symbols.items()]
+        lines += [f"  imports module {m.type_key}" for m in self.imports]
         return "\n".join(lines)
 
     def get_source(self, fmt: str = "ll") -> str:
-        """Generated code: "ir" (the final loop IR), "ll" (optimized LLVM IR) or "asm"."""
+        """Generated code: "ir" (the final loop IR), "ll" (LLVM IR), "asm", or "c"."""
         if fmt not in self.sources:
             raise LoomError(f"no {fmt!r} source; available: {sorted(self.sources)}")
         return self.sources[fmt]
@@ -158,4 +219,4 @@ class Module:
         return lambda *args: fn.time(args, number, repeat)
 
     def __repr__(self) -> str:
-        return f"<loom.Module {self.type_key} functions={self.function_names()}>"
+        return f"<loom.NativeModule {self.type_key} functions={self.function_names()}>"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from loom.ir import expr as E
 from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.expr import IntImm, PrimExpr, Var
-from loom.ir.function import PrimFunc
+from loom.ir.function import IRModule, PrimFunc
 from loom.ir.op import logical_and, logical_not
 from loom.ir.simplify import simplify_stmt
 from loom.ir.stmt import (
@@ -300,11 +300,17 @@ class _VectorizeLoops(Mutator):
         return simplify_stmt(body)
 
 
-def vectorize_func(func: PrimFunc) -> PrimFunc:
-    enabled = not PassContext.current().get_config("tir.disable_vectorize", False)
+def vectorize_func(func: PrimFunc, enabled: bool = True) -> PrimFunc:
     return func.with_body(_VectorizeLoops(enabled).visit(func.body))
 
 
-vectorize_loop = register_pass(
-    Pass("vectorize_loop", lambda mod: mod.map_functions(vectorize_func))
-)
+def _run(mod: IRModule) -> IRModule:
+    """Vector code unless disabled by config, or for the C target (whose compiler vectorizes
+    the plain loops it gets)."""
+    target = mod.attr("target")
+    enabled = not PassContext.current().get_config("tir.disable_vectorize", False) and not (
+        target is not None and target.kind == "c")
+    return mod.map_functions(lambda f: vectorize_func(f, enabled))
+
+
+vectorize_loop = register_pass(Pass("vectorize_loop", _run))
