@@ -1,5 +1,7 @@
 """loom: a tensor compiler for processors with explicit memory hierarchies."""
 
+__version__ = "0.1.0"
+
 from loom import ir, nd, runtime, target, te, transform
 from loom.driver import build, lower
 from loom.errors import InterpreterError, LoomError, LoweringError, ScheduleError

@@ -33,6 +33,7 @@ class Symbol:
     binding: int  # 0 local, 1 global, 2 weak
     type: int  # 0 none, 1 object, 2 function
     section_index: int
+    dynamic: bool = False  # from .dynsym rather than .symtab
 
     @property
     def undefined(self) -> bool:
@@ -52,10 +53,18 @@ class ElfFile:
     def machine_name(self) -> str:
         return MACHINES.get(self.machine, f"machine {self.machine}")
 
-    def undefined_symbols(self) -> list[str]:
-        """Global or weak symbols the file needs from elsewhere, sorted."""
+    def undefined_symbols(self, include_weak: bool = False) -> list[str]:
+        """Symbols the file needs from elsewhere, without version suffixes, sorted: those of
+        the dynamic symbol table for a shared object (what the dynamic linker resolves), else of
+        the symbol table. Weak references may stay unresolved: included only if asked."""
+        dynamic = self.type == 3 and any(s.dynamic for s in self.symbols)
+        bindings = (1, 2) if include_weak else (1,)
         return sorted(
-            {s.name for s in self.symbols if s.undefined and s.name and s.binding in (1, 2)}
+            {
+                s.name.split("@")[0]
+                for s in self.symbols
+                if s.undefined and s.name and s.binding in bindings and (s.dynamic or not dynamic)
+            }
         )
 
     def defined_functions(self) -> list[str]:
@@ -124,5 +133,15 @@ def parse(data: bytes) -> ElfFile:
                 name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
             else:
                 name, value, size, info, _, shndx = struct.unpack_from("<IIIBBH", data, at)
-            symbols.append(Symbol(string(strtab, name), value, size, info >> 4, info & 0xF, shndx))
+            symbols.append(
+                Symbol(
+                    string(strtab, name),
+                    value,
+                    size,
+                    info >> 4,
+                    info & 0xF,
+                    shndx,
+                    r[1] == _SHT_DYNSYM,
+                )
+            )
     return ElfFile(elf_class, etype, machine, flags, sections, tuple(symbols))
