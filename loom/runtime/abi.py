@@ -152,33 +152,50 @@ def _host_runtime_flags() -> list[str]:
     return host_link_flags()
 
 
+RUNTIME_SYMBOLS = (
+    _sym("void loom_set_last_error(handle message)"),
+    _sym("handle loom_get_last_error()"),
+    _sym(
+        "handle loom_alloc(int64 nbytes, int64 alignment)",
+        True,
+        "aligned workspace memory; NULL and the last error on failure",
+    ),
+    _sym("void loom_free(handle ptr)"),
+    _sym("int32 loom_parallel_launch(handle task, handle closure, int32 num_tasks)", True),
+    _sym("int32 loom_get_num_threads()"),
+    _sym(
+        "handle HexagonBackendAllocateVTCM(uint32 nbytes, uint32 alignment)",
+        True,
+        "first fit in the VTCM region (an emulated arena on the host)",
+    ),
+    _sym("int32 HexagonBackendFreeVTCM(handle ptr)", True),
+    _sym("handle loom_vtcm_alloc(uint32 nbytes, uint32 alignment)", True),
+    _sym("int32 loom_vtcm_free(handle ptr)", True),
+)
+"""What loom's runtimes provide to generated code, on the host and on devices alike."""
+
 HOST_RUNTIME = register_library(
     RuntimeLibrary(
         "loom_host_runtime",
         ("cpu",),
-        symbols=(
-            _sym("void loom_set_last_error(handle message)"),
-            _sym("handle loom_get_last_error()"),
-            _sym(
-                "handle loom_alloc(int64 nbytes, int64 alignment)",
-                True,
-                "aligned workspace memory; NULL and the last error on failure",
-            ),
-            _sym("void loom_free(handle ptr)"),
-            _sym("int32 loom_parallel_launch(handle task, handle closure, int32 num_tasks)", True),
-            _sym("int32 loom_get_num_threads()"),
-            _sym("int32 loom_set_num_threads(int32 n)"),
-            _sym(
-                "handle HexagonBackendAllocateVTCM(uint32 nbytes, uint32 alignment)",
-                True,
-                "VTCM emulated on the host: first fit in an aligned arena",
-            ),
-            _sym("int32 HexagonBackendFreeVTCM(handle ptr)", True),
-            _sym("handle loom_vtcm_alloc(uint32 nbytes, uint32 alignment)", True),
-            _sym("int32 loom_vtcm_free(handle ptr)", True),
-        ),
+        symbols=(*RUNTIME_SYMBOLS, _sym("int32 loom_set_num_threads(int32 n)")),
         doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
         link_flags=_host_runtime_flags,
+    )
+)
+
+DEVICE_RUNTIME = register_library(
+    RuntimeLibrary(
+        "loom_device_runtime",
+        ("hexagon",),
+        symbols=(
+            *RUNTIME_SYMBOLS,
+            _sym("handle memcpy(handle dst, handle src, uint32 n)"),
+            _sym("handle memmove(handle dst, handle src, uint32 n)"),
+            _sym("handle memset(handle dst, int32 value, uint32 n)"),
+        ),
+        doc="loom's freestanding device runtime (loom/runtime/native/device): modules loaded into "
+        "a device session resolve their imports against it",
     )
 )
 

@@ -1,5 +1,5 @@
 """Target descriptions (CPU today; Hexagon and the reference NPU come with their issues)."""
 
-from loom.target.target import Target, as_target
+from loom.target.target import Target, as_target, hexagon
 
-__all__ = ["Target", "as_target"]
+__all__ = ["Target", "as_target", "hexagon"]

@@ -13,7 +13,17 @@ import shlex
 
 from loom.errors import LoomError
 
-KINDS = ("llvm", "c")
+KINDS = ("llvm", "c", "hexagon")
+_COMMON_OPTIONS = {"opt-level", "align", "stack-limit"}
+_KIND_OPTIONS = {
+    "llvm": {"mtriple", "mcpu", "mattr"},
+    "c": {"mtriple", "mcpu", "mattr"},
+    "hexagon": {"mcpu", "hvx", "vtcm"},
+}
+HEXAGON_TRIPLE = "hexagon-unknown-linux-musl"
+HEXAGON_VERSIONS = ("v66", "v67", "v68", "v69", "v73")
+HEXAGON_SIMULATED = ("v66", "v67")  # what Debian's qemu-hexagon (QEMU 7.2) runs
+DEFAULT_VTCM_BYTES = 256 * 1024
 
 
 @functools.cache
@@ -66,17 +76,19 @@ class Target:
                 raise LoomError(f"target option {word!r} must look like -key=value")
             key, value = word[1:].split("=", 1)
             opts[key] = value
-        unknown = set(opts) - {"mtriple", "mcpu", "mattr", "opt-level", "align", "stack-limit"}
+        known = _KIND_OPTIONS[kind] | _COMMON_OPTIONS
+        unknown = set(opts) - known
         if unknown:
-            raise LoomError(
-                f"unknown target options {sorted(unknown)}; known: -mtriple, -mcpu, "
-                "-mattr, -opt-level, -align, -stack-limit"
-            )
-        host_triple, host_cpu, host_features = _host()
-        triple = opts.pop("mtriple", host_triple)
-        is_host = triple == host_triple
-        cpu = opts.pop("mcpu", host_cpu if is_host else "generic")
-        features = opts.pop("mattr", host_features if is_host and cpu == host_cpu else "")
+            raise LoomError(f"unknown target options {sorted(unknown)} for {kind}; known: "
+                            f"{', '.join('-' + k for k in sorted(known))}")
+        if kind == "hexagon":
+            triple, cpu, features = _hexagon(opts)
+        else:
+            host_triple, host_cpu, host_features = _host()
+            triple = opts.pop("mtriple", host_triple)
+            is_host = triple == host_triple
+            cpu = opts.pop("mcpu", host_cpu if is_host else "generic")
+            features = opts.pop("mattr", host_features if is_host and cpu == host_cpu else "")
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "triple", triple)
         object.__setattr__(self, "cpu", cpu)
@@ -117,16 +129,66 @@ class Target:
         return max(64, self.vector_bytes)
 
     @property
+    def hexagon_version(self) -> str | None:
+        """"v66", "v73", ... for Hexagon targets, else None."""
+        return self.cpu[len("hexagon"):] if self.kind == "hexagon" else None
+
+    @property
+    def runs_in_simulator(self) -> bool:
+        """True for code the emulator here can run (Hexagon v66/v67 under qemu-hexagon)."""
+        return self.hexagon_version in HEXAGON_SIMULATED
+
+    @property
+    def vtcm_size(self) -> int | None:
+        """Bytes of VTCM the device has (Hexagon), else None."""
+        if self.kind != "hexagon":
+            return None
+        return int(self.option("vtcm", str(DEFAULT_VTCM_BYTES)))
+
+    def memory_capacity(self, scope: str) -> int | None:
+        """The target's limit on a memory scope (VTCM size for the VTCM scopes), or None."""
+        if scope in ("local.vtcm", "global.vtcm"):
+            return self.vtcm_size
+        return None
+
+    @property
     def stack_limit(self) -> int:
         """Bytes a generated function may allocate on the stack (stack-scoped buffers)."""
         return int(self.option("stack-limit", str(1 << 20)))
 
     def __str__(self) -> str:
-        text = f"{self.kind} -mtriple={self.triple} -mcpu={self.cpu}"
+        if self.kind == "hexagon":
+            text = f"hexagon -mcpu={self.hexagon_version}"
+        else:
+            text = f"{self.kind} -mtriple={self.triple} -mcpu={self.cpu}"
         return text + "".join(f" -{k}={v}" for k, v in self.options)
 
     def __repr__(self) -> str:
         return f"Target({str(self)!r})"
+
+
+def _hexagon(opts: dict[str, str]) -> tuple[str, str, str]:
+    """(triple, cpu, features) of a Hexagon target from -mcpu=v66 and -hvx=128|0 (-vtcm stays
+    an option)."""
+    version = opts.pop("mcpu", "v66").removeprefix("hexagon")
+    if version not in HEXAGON_VERSIONS:
+        raise LoomError(f"unknown Hexagon version {version!r}; known: {list(HEXAGON_VERSIONS)}")
+    hvx = opts.pop("hvx", "128")
+    if hvx not in ("0", "64", "128"):
+        raise LoomError(f"-hvx must be 128, 64 or 0 (no HVX), got {hvx!r}")
+    opts["hvx"] = hvx
+    vtcm = opts.get("vtcm", str(DEFAULT_VTCM_BYTES))
+    if not vtcm.isdigit() or int(vtcm) <= 0:
+        raise LoomError(f"-vtcm must be a positive number of bytes, got {vtcm!r}")
+    features = "" if hvx == "0" else f"+hvx{version},+hvx-length{hvx}b"
+    return HEXAGON_TRIPLE, f"hexagon{version}", features
+
+
+def hexagon(version: str = "v66", hvx: int = 128, vtcm_size: int = DEFAULT_VTCM_BYTES,
+            opt_level: int = 3) -> Target:
+    """A Hexagon target: `version` v66/v67 (run under qemu-hexagon) or v68/v69/v73 (compile
+    only here), HVX vector length in bytes (0: none), VTCM bytes."""
+    return Target(f"hexagon -mcpu={version} -hvx={hvx} -vtcm={vtcm_size} -opt-level={opt_level}")
 
 
 def as_target(target: str | Target) -> Target:

@@ -32,9 +32,10 @@ def _align_up(value: int, alignment: int) -> int:
 
 
 class _LowerAllocations(Mutator):
-    def __init__(self, func: PrimFunc, device: str):
+    def __init__(self, func: PrimFunc, target):
         self.func = func
-        self.device = device
+        self.target = target
+        self.device = target.device
         self.fixed_used: dict[str, int] = {}  # scope -> bytes placed so far
 
     def visit_Allocate(self, s: Allocate) -> Stmt:
@@ -53,14 +54,12 @@ class _LowerAllocations(Mutator):
         return self._runtime_allocation(buf, scope, strategy, nbytes, alignment, body)
 
     def _check_capacity(self, buf: Buffer, scope: MemoryScope, nbytes: PrimExpr) -> None:
-        if (
-            scope.capacity is not None
-            and isinstance(nbytes, IntImm)
-            and nbytes.value > scope.capacity
-        ):
+        limits = [c for c in (scope.capacity, self.target.memory_capacity(scope.name))
+                  if c is not None]
+        if limits and isinstance(nbytes, IntImm) and nbytes.value > min(limits):
             raise LoomError(
                 f"function {self.func.name}: buffer {buf.name} needs {nbytes.value} "
-                f"bytes but memory scope {scope.name} has {scope.capacity} bytes"
+                f"bytes but memory scope {scope.name} has {min(limits)} bytes on {self.target}"
             )
 
     def _runtime_allocation(
@@ -130,13 +129,13 @@ class _LowerAllocations(Mutator):
         return strategy.base + offset // unit
 
 
-def lower_memory_func(func: PrimFunc, device: str) -> PrimFunc:
-    return func.with_body(_LowerAllocations(func, device).visit(func.body))
+def lower_memory_func(func: PrimFunc, target) -> PrimFunc:
+    return func.with_body(_LowerAllocations(func, target).visit(func.body))
 
 
 def _run(mod: IRModule) -> IRModule:
-    device = target_of(mod).device
-    return mod.map_functions(lambda f: lower_memory_func(f, device))
+    target = target_of(mod)
+    return mod.map_functions(lambda f: lower_memory_func(f, target))
 
 
 def target_of(mod: IRModule):

@@ -14,6 +14,9 @@ from loom.target import Target
 def _initialize() -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    # Hexagon: address no global through the small-data pointer GP, which a module loaded into
+    # the device runtime does not set up (LLVM options are process-global: set once, here).
+    llvm.set_option("", "-hexagon-small-data-threshold=0")
 
 
 def target_machine(target: Target) -> llvm.TargetMachine:
