@@ -55,10 +55,15 @@ def build(
 ):
     """Lower and compile to a callable `loom.runtime.Module` (as `tvm.build`).
 
-    `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", or a Target.
+    `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", "c" (C
+    compiled by the system compiler), or a Target.
     """
     target = as_target(target)
     mod = lower(inp, args, name, target=target)
+    if target.kind == "c":
+        from loom.codegen.c import build_c
+
+        return build_c(mod, target)
     from loom.codegen.llvm import build_llvm
 
     return build_llvm(mod, target)

@@ -219,10 +219,20 @@ class FunctionCodegen:
         sign_differs = self.builder.icmp_signed("<", self.builder.xor(r, b), zero)
         return b, q, r, self.builder.and_(nonzero, sign_differs)
 
+    def _float_floordiv(self, a: ir.Value, b: ir.Value,
+                        dt: DataType) -> tuple[ir.Value, DataType]:
+        """floor(a / b) in double precision, as the IR semantics compute it (a float32
+        quotient could round up to the next integer), with the double type."""
+        wide_dt = DataType("float", 64, dt.lanes)
+        wide = value_type(wide_dt)
+        q = self.builder.fdiv(self.convert(a, dt, wide_dt), self.convert(b, dt, wide_dt))
+        return self.intrinsic("llvm.floor", wide, [q], [wide]), wide_dt
+
     def e_FloorDiv(self, e):
         if e.dtype.is_float:
-            q = self.builder.fdiv(self.expr(e.a), self.expr(e.b))
-            return self.intrinsic("llvm.floor", q.type, [q], [q.type])
+            a, b = self.expr(e.a), self.expr(e.b)
+            q, wide_dt = self._float_floordiv(a, b, e.dtype)
+            return self.convert(q, wide_dt, e.dtype)
         if e.dtype.is_uint:
             return self._int_divmod(e)[2]
         b, q, r, adjust = self._floor_adjust(e)
@@ -231,8 +241,10 @@ class FunctionCodegen:
     def e_FloorMod(self, e):
         if e.dtype.is_float:
             a, b = self.expr(e.a), self.expr(e.b)
-            q = self.intrinsic("llvm.floor", a.type, [self.builder.fdiv(a, b)], [a.type])
-            return self.builder.fsub(a, self.builder.fmul(q, b))
+            q, wide_dt = self._float_floordiv(a, b, e.dtype)
+            wa, wb = self.convert(a, e.dtype, wide_dt), self.convert(b, e.dtype, wide_dt)
+            r = self.builder.fsub(wa, self.builder.fmul(q, wb))
+            return self.convert(r, wide_dt, e.dtype)
         if e.dtype.is_uint:
             return self._int_divmod(e)[3]
         b, q, r, adjust = self._floor_adjust(e)
@@ -242,9 +254,10 @@ class FunctionCodegen:
         a, b = self.expr(e.a), self.expr(e.b)
         dt = e.dtype
         if dt.is_float:
-            # b if (b < a or b is NaN) else a: NaN propagates, as the IR semantics say
-            better = self.builder.fcmp_unordered("<" if smaller else ">", b, a)
-            return self.builder.select(better, b, a)
+            # b if (b < a or b is NaN) else a, as the IR semantics say: a NaN `a` stays
+            beats = self.builder.fcmp_ordered("<" if smaller else ">", b, a)
+            b_nan = self.builder.fcmp_unordered("uno", b, b)
+            return self.builder.select(self.builder.or_(beats, b_nan), b, a)
         cmp = self.builder.icmp_unsigned if dt.is_uint else self.builder.icmp_signed
         return self.builder.select(cmp("<" if smaller else ">", b, a), b, a)
 
@@ -431,11 +444,17 @@ class FunctionCodegen:
             args = [self.expr(a) for a in e.args]
             return self.intrinsic(_FLOAT_INTRINSICS[e.op], args[0].type, args, [args[0].type])
         if e.op in _LIBM:
-            return self.libm_call(_LIBM[e.op][e.dtype.bits], e)
+            return self.libm_call(_LIBM[e.op], e)
         raise LoomError(f"LLVM code generator: intrinsic {e.op} is not supported")
 
-    def libm_call(self, symbol: str, e: E.Call) -> ir.Value:
-        """A scalar C math function, applied lane by lane to vectors."""
+    def libm_call(self, symbols: dict[int, str], e: E.Call) -> ir.Value:
+        """A scalar C math function, applied lane by lane to vectors; float16 goes through the
+        float32 function."""
+        if e.dtype.element.bits == 16:
+            f32 = DataType("float", 32, e.dtype.lanes)
+            wide = E.Call(f32, e.op, tuple(E.Cast(f32, a) for a in e.args))
+            return self.convert(self.libm_call(symbols, wide), f32, e.dtype)
+        symbol = symbols[e.dtype.element.bits]
         args = [self.expr(a) for a in e.args]
         scalar = value_type(e.dtype.element)
         fn = self.mcg.declare(symbol, scalar, [scalar] * len(args))

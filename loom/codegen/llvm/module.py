@@ -15,15 +15,14 @@ import itertools
 from llvmlite import ir
 
 from loom import memory
+from loom.codegen.common import captured_vars
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
-from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.expr import IntImm, Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.visitor import post_order_visit
 from loom.memory.scope import Stack
 from loom.runtime.signature import FunctionSignature
 from loom.target import Target
@@ -143,8 +142,7 @@ class ModuleCodegen:
         """Outline the loop body into `task(task_id, num_tasks, closure)`, each task running a
         contiguous chunk of the iterations, and launch it on the runtime's thread pool."""
         b = cg.builder
-        inner = _bound_vars(loop.body) | {loop.loop_var}
-        captured = [v for v in _used_vars(loop.body) if v not in inner]
+        captured = captured_vars(loop.body, loop.loop_var)
         begin, extent = cg.expr(loop.min), cg.expr(loop.extent)
         fields = [begin, extent, *(cg.values[v] for v in captured)]
         closure_type = ir.LiteralStructType([f.type for f in fields])
@@ -187,38 +185,6 @@ class ModuleCodegen:
         self._check_stack(sub, cg.name)
         status = b.call(self.runtime("loom_parallel_launch"), [task, closure, ir.Constant(I32, 0)])
         cg.error_if(b.icmp_signed("!=", status, ir.Constant(I32, 0)), None)
-
-
-def _used_vars(node) -> list[Var]:
-    """Variables and buffer data pointers used in `node`, in first-use order."""
-    found: dict[Var, None] = {}
-
-    def record(n) -> None:
-        if isinstance(n, Var):
-            found.setdefault(n)
-        elif isinstance(n, E.BufferLoad | S.BufferStore | S.Allocate):
-            found.setdefault(n.buffer.data)
-        elif isinstance(n, E.Call) and n.op == "address_of":
-            found.setdefault(n.args[0].buffer.data)
-
-    post_order_visit(node, record)
-    return list(found)
-
-
-def _bound_vars(node) -> set[Var]:
-    """Variables defined inside `node`: loop and let variables, allocated buffers."""
-    bound: set[Var] = set()
-
-    def record(n) -> None:
-        if isinstance(n, S.For):
-            bound.add(n.loop_var)
-        elif isinstance(n, S.LetStmt | E.Let):
-            bound.add(n.var)
-        elif isinstance(n, S.Allocate):
-            bound.add(n.buffer.data)
-
-    post_order_visit(node, record)
-    return bound
 
 
 def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> ir.Module:

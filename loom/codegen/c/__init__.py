@@ -1,0 +1,49 @@
+"""The C code generator: loop IR -> portable C99 (gnu99) -> an object file from the system C
+compiler, linked and loaded like the LLVM back end's output."""
+
+from __future__ import annotations
+
+from loom.codegen.c.module import generate
+from loom.codegen.common import link_flags, memories_used, resolve_symbols
+from loom.errors import LoomError
+from loom.ir.function import IRModule
+from loom.ir.printer import to_text
+from loom.runtime import elf
+from loom.runtime.linker import compile_c_object, load_host_object
+from loom.runtime.module import NativeModule
+from loom.runtime.signature import FunctionSignature, signature_of
+from loom.target import Target
+
+
+def generate_c(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> str:
+    """The C source of every function of `mod` (lowered for `target`)."""
+    return generate(mod, target, signatures)
+
+
+def build_c(mod: IRModule, target: Target) -> NativeModule:
+    """Generate C for every function of `mod` (lowered for `target`, the host), compile it with
+    `cc`, link it with the runtime libraries that provide its undefined symbols and load it."""
+    if not target.is_host:
+        raise LoomError(
+            f"target c compiles with this machine's C compiler, but {target.triple} is not the "
+            "host; use loom.codegen.c.generate_c for the source, or target llvm for that triple"
+        )
+    signatures = {f.name: signature_of(f, target.alignment) for f in mod}
+    source = generate_c(mod, target, signatures)
+    name = mod.functions[0].name if len(mod) else "empty"
+    object_code = compile_c_object(source, name)
+    providers = resolve_symbols(elf.parse(object_code).undefined_symbols(), target.device)
+    library = load_host_object(object_code, name, link_flags(providers))
+    return NativeModule(
+        "c",
+        signatures,
+        {"c": source, "ir": to_text(mod)},
+        target,
+        library,
+        object_code=object_code,
+        extern_symbols=providers,
+        memories=memories_used(mod),
+    )
+
+
+__all__ = ["build_c", "generate_c"]
