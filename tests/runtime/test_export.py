@@ -45,11 +45,12 @@ print("ok", mod.type_key, [m.type_key for m in mod.imports])
 """
 
 
+@pytest.mark.parametrize("target", ["llvm", "c"])
 @pytest.mark.parametrize("suffix", [".so", ".tar"])
-def test_export_then_load_in_a_new_process(tmp_path, suffix):
+def test_export_then_load_in_a_new_process(tmp_path, suffix, target):
     path = tmp_path / f"scale{suffix}"
-    build_scale().export_library(path)
-    assert run_in_new_process(CALL_SCALE.format(path=str(path))).split() == ["ok", "llvm", "[]"]
+    build_scale(target).export_library(path)
+    assert run_in_new_process(CALL_SCALE.format(path=str(path))).split() == ["ok", target, "[]"]
 
 
 @pytest.mark.parametrize("suffix", [".so", ".tar"])
