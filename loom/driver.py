@@ -64,6 +64,10 @@ def build(
         from loom.codegen.c import build_c
 
         return build_c(mod, target)
+    if target.kind == "hexagon":
+        from loom.codegen.llvm import build_device
+
+        return build_device(mod, target)
     from loom.codegen.llvm import build_llvm
 
     return build_llvm(mod, target)

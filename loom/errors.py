@@ -15,3 +15,8 @@ class LoweringError(LoomError):
 
 class InterpreterError(LoomError):
     """The reference interpreter met an illegal operation (out-of-bounds access, zero divisor)."""
+
+
+class DeviceError(LoomError):
+    """A device session failed: the device answered with an error, its process exited or hung,
+    or the session is closed. The message says which, and the last command."""

@@ -87,15 +87,14 @@ def conv2d_nchw(shape: tuple[int, int, int, int], kernel: tuple[int, int, int, i
                 dtype: str, acc_dtype: str, target: Target, *, padding: int = 0,
                 vectorize: bool = True) -> tuple[Schedule, list]:
     """A stride-1 conv2d over NCHW data, OIHW kernel, accumulated in `acc_dtype`: each output
-    row is computed one vector of columns at a time."""
+    row is computed one vector of columns at a time. The padded input is computed once, so the
+    inner loop reads it with plain vector loads (no lane is out of bounds)."""
     from loom.ops.nn import conv2d_nchw as conv
 
     data = te.placeholder(shape, dtype, name="data")
     weights = te.placeholder(kernel, dtype, name="kernel")
     out = conv(data, weights, stride=1, padding=padding, out_dtype=acc_dtype, name="conv")
     s = te.create_schedule(out.op)
-    if padding:
-        s[out.op.input_tensors[0]].compute_inline()
     acc = s.cache_write(out, "local")
     n, f, y, x = out.op.axis
     xo, _ = _vector_split(s, out, x, lanes(acc_dtype, target), vectorize)

@@ -76,6 +76,22 @@ def _records(root: Module) -> tuple[list[dict], list[tuple[str, bytes]]]:
     return records, payloads
 
 
+def _host_shell(root: Module) -> NativeModule:
+    """A host module without functions that imports `root` (a device module): the host
+    library every export is."""
+    import llvmlite.binding as llvm
+
+    from loom.codegen.llvm.emit import target_machine
+    from loom.target import Target
+
+    target = Target("llvm")
+    empty = llvm.parse_assembly(f'target triple = "{target.triple}"')
+    shell = NativeModule("llvm", {}, {}, target, object_code=target_machine(target)
+                         .emit_object(empty))
+    shell.import_module(root)
+    return shell
+
+
 def _triple(natives: list[NativeModule]) -> str:
     triples = {m.target.triple for m in natives}
     if len(triples) != 1:
@@ -90,9 +106,9 @@ def export_library(
 ) -> pathlib.Path:
     """Write `root` and every module it imports as one shared library, or a `.tar`."""
     path = pathlib.Path(path)
+    if not any(m.dso_exportable for m in root.walk()):
+        root = _host_shell(root)
     natives = [m for m in root.walk() if m.dso_exportable]
-    if not natives:
-        raise LoomError("export_library needs at least one host module (llvm or c) to link")
     for m in natives:
         if m.object_code is None:
             raise LoomError(f"host module {m.type_key} has no object code to export")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import pathlib
 import statistics
 import time
 
@@ -116,6 +117,21 @@ class Module:
     def function_names(self) -> list[str]:
         return list(self.signatures)
 
+    device_isa: str | None = None
+    """The ISA of a device runtime this module can be loaded into, if any."""
+
+    def to_device(self, session):
+        """Load the module of this tree that runs on the session's device into it, returning a
+        `LoadedModule` whose functions run there."""
+        for m in self.walk():
+            if m.device_isa == session.isa:
+                return m.load_into(session)
+        kinds = [f"{m.type_key} ({m.device_isa or 'host only'})" for m in self.walk()]
+        raise LoomError(f"no module of this tree runs on a {session.isa} device: {kinds}")
+
+    def load_into(self, session):
+        raise LoomError(f"module type {self.type_key!r} cannot be loaded into a device")
+
     def save_payload(self) -> bytes:
         """The bytes that `export_library` packs for a non-DSO module (device code, programs)."""
         raise LoomError(f"module type {self.type_key!r} cannot be exported: it defines no "
@@ -163,7 +179,27 @@ class NativeModule(Module):
         self.object_code = object_code
         self.extern_symbols = dict(extern_symbols or {})
         self.memories = tuple(memories)
+        self.library_path: str | None = None  # the file it was loaded from, if any
         self._functions: dict[str, NativeFunction] = {}
+
+    @property
+    def device_isa(self) -> str | None:
+        """Code for another CPU (an AArch64 build on x86-64) can run in that CPU's device
+        runtime; host code runs here instead."""
+        if self.type_key != "llvm" or self.target.is_host:
+            return None
+        return self.target.triple.split("-")[0]
+
+    def load_into(self, session):
+        from loom.runtime.device_module import LoadedModule, link_shared_object
+
+        if self.library_path is not None:
+            shared_object = pathlib.Path(self.library_path).read_bytes()
+        elif self.object_code is not None:
+            shared_object = link_shared_object(self.object_code, self.device_isa)
+        else:
+            raise LoomError("this module has neither a library file nor object code to load")
+        return LoadedModule(self, session, session.load_module(shared_object))
 
     def metadata(self) -> dict:
         return {"target": str(self.target), "extern_symbols": self.extern_symbols,

@@ -13,8 +13,16 @@ from loom.ir.dtype import dtype as to_dtype
 DEFAULT_ALIGNMENT = 64
 
 
-def empty(shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT) -> np.ndarray:
-    """An uninitialized C-contiguous array whose data is aligned to `alignment` bytes."""
+def empty(shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT, device=None,
+          memory: str = "heap"):
+    """An uninitialized C-contiguous array whose data is aligned to `alignment` bytes (on
+    `device` if given)."""
+    if device is not None:
+        from loom.runtime.session import DeviceArray
+
+        shape = (shape,) if isinstance(shape, int) else shape
+        return DeviceArray(device, shape, to_dtype(dtype).numpy if isinstance(dtype, str)
+                           else dtype, max(alignment, 128), memory)
     if alignment <= 0 or alignment & (alignment - 1):
         raise ValueError(f"alignment must be a power of two, got {alignment}")
     if isinstance(shape, int):
@@ -26,10 +34,14 @@ def empty(shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT) -> np.ndar
     return raw[offset : offset + nbytes].view(np_dtype).reshape(shape)
 
 
-def array(data, dtype=None, alignment: int = DEFAULT_ALIGNMENT, device=None) -> np.ndarray:
-    """An aligned copy of `data` (anything numpy.asarray accepts)."""
+def array(data, dtype=None, alignment: int = DEFAULT_ALIGNMENT, device=None,
+          memory: str = "heap"):
+    """An aligned copy of `data` (anything numpy.asarray accepts): in host memory, or with
+    `device=session` a DeviceArray in the device's heap (or `memory="vtcm"`)."""
     if device is not None:
-        raise ValueError("arrays on devices come with device sessions; device must be None here")
+        from loom.runtime.session import DeviceArray
+
+        return DeviceArray.from_numpy(device, data, dtype, max(alignment, 128), memory)
     src = np.asarray(data, dtype=dtype)
     out = empty(src.shape, src.dtype, alignment)
     out[...] = src

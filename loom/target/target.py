@@ -152,6 +152,13 @@ class Target:
         return None
 
     @property
+    def masked_loads_are_safe(self) -> bool:
+        """Whether LLVM's masked vector loads never touch masked-off lanes. Hexagon's lowering
+        reads whole aligned HVX vectors, which can fault (or mix lanes) at a buffer's edge, so
+        loom reads masked-off lanes from a valid element instead."""
+        return self.device != "hexagon"
+
+    @property
     def stack_limit(self) -> int:
         """Bytes a generated function may allocate on the stack (stack-scoped buffers)."""
         return int(self.option("stack-limit", str(1 << 20)))

@@ -390,24 +390,38 @@ class FunctionCodegen:
     def e_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
         dt, lanes = e.dtype, e.dtype.lanes
         align = dt.element.itemsize
-        ptr, contiguous = self.address(e.buffer, self._flat_index(e))
         mt = memory_type(dt)
-        if lanes == 1:
-            v = self.builder.load(ptr, typ=mt, align=align)
-        elif contiguous and e.predicate is None:
-            v = self.builder.load(ptr, typ=mt, align=align)
+        if e.predicate is not None and lanes > 1 and not self.mcg.target.masked_loads_are_safe:
+            v = self._guarded_gather(e, mt, align)
         else:
-            mask = self._mask(e.predicate, lanes)
-            kind = "load" if contiguous else "gather"
-            v = self.intrinsic(
-                f"llvm.masked.{kind}",
-                mt,
-                [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
-                [mt, ptr.type],
-            )
+            ptr, contiguous = self.address(e.buffer, self._flat_index(e))
+            if lanes == 1 or (contiguous and e.predicate is None):
+                v = self.builder.load(ptr, typ=mt, align=align)
+            else:
+                mask = self._mask(e.predicate, lanes)
+                kind = "load" if contiguous else "gather"
+                v = self.intrinsic(f"llvm.masked.{kind}", mt,
+                                   [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
+                                   [mt, ptr.type])
         if dt.element.is_bool:
             v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         return v
+
+    def _guarded_gather(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
+        """A predicated load that touches only valid elements: masked-off lanes read element 0
+        of the buffer, and their value is replaced by zero."""
+        lanes = e.dtype.lanes
+        index = self.expr(self._flat_index(e))
+        mask = self._mask(e.predicate, lanes)
+        safe = self.builder.select(mask, index, ir.Constant(index.type, None))
+        ptrs = self.builder.gep(self.value_of(e.buffer.data), [safe],
+                                source_etype=memory_type(e.buffer.dtype))
+        ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types vector GEPs as ptr
+        every = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+        v = self.intrinsic("llvm.masked.gather", mt,
+                           [ptrs, ir.Constant(I32, align), every, ir.Constant(mt, None)],
+                           [mt, ptrs.type])
+        return self.builder.select(mask, v, ir.Constant(mt, None))
 
     def _mask(self, predicate: PrimExpr | None, lanes: int) -> ir.Value:
         if predicate is None:

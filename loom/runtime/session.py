@@ -1,0 +1,388 @@
+"""Device sessions (DESIGN.md decision 7): one device runtime, over pipes or TCP.
+
+`loom.device("hexagon-sim")` starts the device runtime under `qemu-hexagon` and talks to it
+through its standard input and output; `loom.device("hexagon", host=..., port=...)` connects to
+a runtime listening on TCP (on a board, or under qemu with `--listen`). Every request has a
+deadline. When the device process exits or stops answering, the request raises `DeviceError`
+with the exit status (or the timeout) and the command, the session closes, and `restart()`
+gives a fresh runtime. An error the device answers (a failed allocation, an unknown function)
+raises `DeviceError` too, and the session keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from loom.errors import DeviceError, LoomError
+from loom.runtime.device import protocol
+from loom.runtime.device.protocol import Command, Memory
+
+DEFAULT_TIMEOUT = 120.0
+_MEMORIES = {"heap": Memory.HEAP, "vtcm": Memory.VTCM}
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Closed(Exception):
+    pass
+
+
+class _PipeTransport:
+    """A runtime process whose stdin/stdout carry the protocol; stderr goes to a file that is
+    quoted when the process dies."""
+
+    def __init__(self, argv: list[str]):
+        self.stderr = tempfile.TemporaryFile()
+        self.argv = argv
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, bufsize=0
+            )
+        except OSError as e:
+            raise DeviceError(f"cannot start the device runtime {argv[0]}: {e}") from None
+        self.deadline = float("inf")
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise _Closed() from None
+
+    def read(self, n: int) -> bytes:
+        fd = self.proc.stdout.fileno()
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise _Timeout()
+        data = os.read(fd, n)
+        if not data:
+            raise _Closed()
+        return data
+
+    def exit_status(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def diagnostics(self) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip()
+        return text[-1000:]
+
+    def close(self, kill: bool = False) -> None:
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+class _SocketTransport:
+    def __init__(self, host: str, port: int, timeout: float):
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise DeviceError(
+                f"cannot connect to a device runtime at {host}:{port}: {e.strerror or e}"
+            ) from None
+        self.deadline = float("inf")
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            raise _Closed() from None
+
+    def read(self, n: int) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Timeout()
+        self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(n)
+        except TimeoutError:
+            raise _Timeout() from None
+        except OSError:
+            raise _Closed() from None
+        if not data:
+            raise _Closed()
+        return data
+
+    def exit_status(self) -> int | None:
+        return None
+
+    def diagnostics(self) -> str:
+        return ""
+
+    def close(self, kill: bool = False) -> None:
+        self.sock.close()
+
+
+class Session:
+    """A connection to one device runtime."""
+
+    def __init__(self, connect: Callable[[], object], name: str, timeout: float):
+        self._connect = connect
+        self.name = name
+        self.timeout = timeout
+        self.generation = 0
+        self.transport = None
+        self.closed = True
+        self.last_command: Command | None = None
+        self._open()
+
+    def _open(self) -> None:
+        self.transport = self._connect()
+        self.closed = False
+        self.generation += 1
+        self.hello = protocol.unpack_hello(self.request(Command.HELLO))
+        words = self.hello.description.split()
+        self.isa = words[2] if len(words) > 2 else "unknown"
+
+    @staticmethod
+    def simulator(
+        isa: str = "hexagon",
+        vtcm_size: int | None = None,
+        heap_size: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Session:
+        """Start the device runtime for `isa` under its qemu user emulator."""
+        from loom.runtime.device import emulator, runtime_path
+
+        argv = [emulator(isa), str(runtime_path(isa))]
+        if vtcm_size is not None:
+            argv += ["--vtcm", str(int(vtcm_size))]
+        if heap_size is not None:
+            argv += ["--heap", str(int(heap_size))]
+        return Session(lambda: _PipeTransport(argv), f"{isa}-sim", timeout)
+
+    @staticmethod
+    def connect(host: str, port: int, timeout: float = DEFAULT_TIMEOUT) -> Session:
+        """A runtime listening on TCP (`loom-device-runtime --listen HOST:PORT`)."""
+        return Session(lambda: _SocketTransport(host, port, timeout), f"{host}:{port}", timeout)
+
+    # -- requests --------------------------------------------------------------------------
+    def request(self, command: Command, payload: bytes = b"") -> bytes:
+        if self.closed:
+            raise DeviceError(f"session {self.name} is closed; call restart() for a new one")
+        self.last_command = command
+        t = self.transport
+        t.deadline = time.monotonic() + self.timeout
+        try:
+            t.send(protocol.encode_request(command, payload))
+            status, body = protocol.read_response(t)
+        except _Timeout:
+            self._fail(
+                f"no reply to {command.name} within {self.timeout:g} s; the device "
+                "runtime was stopped"
+            )
+        except (_Closed, protocol.ProtocolError):
+            status = t.exit_status()
+            how = f"exited with status {status}" if status is not None else "closed the stream"
+            self._fail(f"the device runtime {how} during {command.name}")
+        if status == protocol.STATUS_ERROR:
+            message = body.decode("utf-8", errors="replace")
+            raise DeviceError(f"{self.name}: {command.name} failed: {message}")
+        return body
+
+    def _fail(self, message: str) -> None:
+        diagnostics = self.transport.diagnostics()
+        self.transport.close(kill=True)
+        self.closed = True
+        detail = f"\ndevice runtime output:\n{diagnostics}" if diagnostics else ""
+        raise DeviceError(f"{self.name}: {message}{detail}")
+
+    def alloc(self, nbytes: int, alignment: int = 128, memory: str = "heap") -> int:
+        return protocol.unpack_address(
+            self.request(Command.ALLOC, protocol.pack_alloc(nbytes, alignment, _memory(memory)))
+        )
+
+    def free(self, address: int, memory: str = "heap") -> None:
+        self.request(Command.FREE, protocol.pack_free(address, _memory(memory)))
+
+    def write(self, address: int, data: bytes) -> None:
+        self.request(Command.WRITE, protocol.pack_write(address, data))
+
+    def read(self, address: int, nbytes: int) -> bytes:
+        return self.request(Command.READ, protocol.pack_read(address, nbytes))
+
+    def load_module(self, shared_object: bytes) -> int:
+        return protocol.unpack_module_id(self.request(Command.LOAD_MODULE, shared_object))
+
+    def unload_module(self, module_id: int) -> None:
+        self.request(Command.UNLOAD_MODULE, protocol.pack_module_id(module_id))
+
+    def lookup(self, module_id: int, name: str) -> int:
+        return protocol.unpack_address(
+            self.request(Command.LOOKUP, protocol.pack_lookup(module_id, name)), Command.LOOKUP
+        )
+
+    def call(self, function: int, args: Sequence[int]) -> None:
+        protocol.unpack_call(self.request(Command.CALL, protocol.pack_call(function, args)))
+
+    def time(self, function: int, args: Sequence[int], number: int, repeat: int) -> list[float]:
+        """Seconds per call in each repeat, measured by the device's clock."""
+        ns = protocol.unpack_time(
+            self.request(Command.TIME, protocol.pack_time(function, number, repeat, args))
+        )
+        return [t / 1e9 / number for t in ns]
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """VTCM and heap statistics of the device (allocations, frees, bytes in use, ...)."""
+        vtcm, heap = protocol.unpack_stats(self.request(Command.STATS))
+        return {"vtcm": vars(vtcm), "heap": vars(heap)}
+
+    # -- life cycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Ask the runtime to quit and wait for it (a dead session closes quietly)."""
+        if self.closed:
+            return
+        try:
+            self.request(Command.QUIT)
+        except DeviceError:
+            pass
+        if not self.closed:
+            self.transport.close()
+            self.closed = True
+
+    def restart(self) -> Session:
+        """Close this runtime (if it is still there) and start or connect a new one; device
+        arrays and loaded modules of the old one are gone."""
+        if not self.closed:
+            self.transport.close(kill=True)
+            self.closed = True
+        self._open()
+        return self
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.hello.description
+        return f"<loom.Session {self.name}: {state}>"
+
+
+def _memory(memory: str) -> Memory:
+    try:
+        return _MEMORIES[memory]
+    except KeyError:
+        raise LoomError(f"device memory must be 'heap' or 'vtcm', got {memory!r}") from None
+
+
+class DeviceArray:
+    """An array in a device's memory: `loom.nd.array(x, device=session)`; `.numpy()` reads it
+    back. Freed when garbage collected (if its session is still the one it was made in)."""
+
+    def __init__(
+        self,
+        session: Session,
+        shape: tuple[int, ...],
+        dtype,
+        alignment: int = 128,
+        memory: str = "heap",
+    ):
+        self.session = session
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.memory = memory
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.address = session.alloc(max(self.nbytes, 1), alignment, memory)
+        self._generation = session.generation
+
+    @staticmethod
+    def from_numpy(
+        session: Session, data, dtype=None, alignment: int = 128, memory: str = "heap"
+    ) -> DeviceArray:
+        src = np.ascontiguousarray(np.asarray(data, dtype=dtype))
+        out = DeviceArray(session, src.shape, src.dtype, alignment, memory)
+        out.copyfrom(src)
+        return out
+
+    @property
+    def alive(self) -> bool:
+        return not self.session.closed and self.session.generation == self._generation
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise DeviceError(
+                f"this array belonged to an earlier runtime of session {self.session.name}"
+            )
+
+    def copyfrom(self, data) -> None:
+        self._check_alive()
+        src = np.ascontiguousarray(np.asarray(data, dtype=self.dtype))
+        if src.shape != self.shape:
+            raise ValueError(f"copyfrom: expected shape {self.shape}, got {src.shape}")
+        self.session.write(self.address, src.tobytes())
+
+    def numpy(self) -> np.ndarray:
+        self._check_alive()
+        data = self.session.read(self.address, self.nbytes)
+        return np.frombuffer(data, self.dtype).reshape(self.shape).copy()
+
+    def free(self) -> None:
+        if self.alive and self.address:
+            self.session.free(self.address, self.memory)
+        self.address = 0
+
+    def __del__(self) -> None:
+        try:
+            if self.address and self.alive:
+                self.session.free(self.address, self.memory)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return (
+            f"<DeviceArray {self.dtype}{list(self.shape)} at 0x{self.address:x} "
+            f"({self.memory}) on {self.session.name}>"
+        )
+
+
+def device(
+    kind: str = "hexagon-sim",
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    vtcm_size: int | None = None,
+    heap_size: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Session:
+    """A device session: "hexagon-sim" / "aarch64-sim" start the device runtime under qemu;
+    "hexagon" / "aarch64" with host= and port= connect to a runtime listening on TCP."""
+    if kind.endswith("-sim"):
+        if host is not None or port is not None:
+            raise LoomError(f"device {kind!r} is a local simulator; host/port are for TCP")
+        return Session.simulator(kind[: -len("-sim")], vtcm_size, heap_size, timeout)
+    if host is None or port is None:
+        raise LoomError(
+            f"device {kind!r} needs host= and port= of a listening runtime (or use "
+            f"'{kind}-sim' for the simulator)"
+        )
+    session = Session.connect(host, int(port), timeout)
+    if session.isa != kind:
+        session.close()
+        raise DeviceError(f"the runtime at {host}:{port} is a {session.isa} device, not {kind}")
+    return session
