@@ -25,6 +25,7 @@ test: setup
 bench: setup
 	$(BIN)/python bench/matmul.py
 	$(BIN)/python bench/elementwise.py
+	$(BIN)/python bench/hexagon.py
 
 lint: setup
 	$(BIN)/ruff check .

@@ -162,8 +162,10 @@ def _link(
         )
     else:
         tool = find_tool(cc or "ld.lld", "lld")
+        # a DT_HASH table: the device runtime's loader finds symbols through it
         run(
-            [tool, "-shared", "-o", str(output), *map(str, objects), *flags],
+            [tool, "-shared", "--hash-style=sysv", "-o", str(output), *map(str, objects),
+             *flags],
             f"linking {output.name} for {triple}",
         )
 
@@ -278,17 +280,17 @@ def load_module(path) -> Module:
         if record["dso"]:
             from loom.target import Target
 
-            modules.append(
-                NativeModule(
-                    record["type_key"],
-                    sigs,
-                    {},
-                    Target(record["target"]),
-                    library,
-                    extern_symbols=record.get("extern_symbols"),
-                    memories=tuple(record.get("memories", ())),
-                )
+            native = NativeModule(
+                record["type_key"],
+                sigs,
+                {},
+                Target(record["target"]),
+                library,
+                extern_symbols=record.get("extern_symbols"),
+                memories=tuple(record.get("memories", ())),
             )
+            native.library_path = str(path.resolve())  # what to_device sends to a device
+            modules.append(native)
         else:
             payload = art.payloads[record["payload"]][1]
             modules.append(_LOADERS[record["type_key"]](payload, record))

@@ -65,9 +65,9 @@ def test_matmul_hvx(dev, dtype):
 
 
 def test_conv2d_hvx(dev):
-    data = rand((1, 3, 6, 32), "int8", -20, 20)
+    data = rand((1, 3, 6, 64), "int8", -20, 20)
     kernel = rand((4, 3, 3, 3), "int8", -5, 5, seed=3)
-    out = np.zeros((1, 4, 6, 32), np.int32)
+    out = np.zeros((1, 4, 6, 64), np.int32)
     mod = run(
         dev,
         hx.conv2d_nchw(data.shape, kernel.shape, "int8", "int32", TARGET, padding=1),
@@ -79,7 +79,7 @@ def test_conv2d_hvx(dev):
         for rx in range(3):
             expected += np.einsum(
                 "nchw,fc->nfhw",
-                padded[:, :, ry : ry + 6, rx : rx + 32],
+                padded[:, :, ry : ry + 6, rx : rx + 64],
                 kernel[:, :, ry, rx].astype(np.int32),
             )
     np.testing.assert_array_equal(out, expected)
@@ -116,3 +116,41 @@ def test_reduction_over_rows_with_integer_division(dev):
     r = np.zeros(8, np.int32)
     run(dev, (te.create_schedule(R.op), [X, R]), [x, r])
     np.testing.assert_array_equal(r, (x // 3 + x % 7).sum(1))
+
+
+@pytest.mark.parametrize("dtype,n", [("int8", 128), ("int8", 32), ("int16", 64), ("int32", 32)])
+def test_guarded_vector_loads_never_touch_masked_off_lanes(dev, dtype, n):
+    """A shifted read with padding, vectorized: its first lane lies before the buffer. On
+    Hexagon a masked vector load would read whole aligned vectors there."""
+    from loom import te
+
+    A = te.placeholder((n,), name="A", dtype=dtype)
+    P = te.compute(
+        (n,),
+        lambda i: te.if_then_else(te.all(i >= 1, i < n - 2), A[i - 1], te.const(0, dtype)),
+        name="P",
+    )
+    s = te.create_schedule(P.op)
+    s[P].vectorize(P.op.axis[0])
+    a = (np.arange(n) % 100 + 1).astype(dtype)
+    p = np.zeros(n, dtype)
+    run(dev, (s, [A, P]), [a, p])
+    expected = np.array([a[i - 1] if 1 <= i < n - 2 else 0 for i in range(n)], dtype)
+    np.testing.assert_array_equal(p, expected)
+
+
+def test_vtcm_larger_than_the_targets_is_a_build_error():
+    from loom import te
+
+    A = te.placeholder((4096,), name="A", dtype="int32")
+    T = te.compute((4096,), lambda i: A[i] + 1, name="T")
+    B = te.compute((4096,), lambda i: T[i] * 2, name="B")
+    s = te.create_schedule(B.op)
+    s[T].set_scope("local.vtcm")
+    small = loom.target.hexagon("v66", vtcm_size=8192)
+    with pytest.raises(
+        loom.LoomError,
+        match=r"buffer T needs 16384 bytes but memory scope "
+        r"local.vtcm has 8192 bytes on hexagon",
+    ):
+        loom.build(s, [A, B], target=small)
