@@ -3,8 +3,9 @@
 Each function returns `(schedule, args)` for `loom.build(..., target=hexagon(...))`. With
 `vectorize=True` the innermost loop covers one HVX vector (128 bytes: 128 int8, 64 int16 or
 32 int32 lanes; 64 lanes for an int8 or int16 accumulation into int32) and accumulators live
-in a small `local` tile that LLVM keeps in vector registers; with `vectorize=False` the same
-computation runs as scalar loops (the reference for bench/hexagon.py). Float kernels should use `vectorize=False`: v66 has no HVX floating point.
+in a small `local` tile that LLVM keeps in vector registers. With `vectorize=False` the same
+computation runs as scalar loops (the reference for bench/hexagon.py). Float kernels should
+use `vectorize=False`: v66 has no HVX floating point.
 """
 
 from __future__ import annotations
