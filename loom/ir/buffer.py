@@ -112,6 +112,15 @@ class Buffer(Node):
             offset = term if offset is None else offset + term
         return offset if offset is not None else IntImm(0)
 
+    def flattened(self) -> Buffer:
+        """The 1-d view of this buffer's storage (itself if already 1-d and compact)."""
+        if self.ndim == 1 and not self.strides:
+            return self
+        from loom.ir.simplify import simplify
+
+        size = simplify(self.storage_elements())
+        return Buffer(self.name, self.dtype, (size,), self.data, (), self.scope, self.alignment)
+
     def __getitem__(self, indices) -> BufferLoad:
         if not isinstance(indices, tuple):
             indices = (indices,)

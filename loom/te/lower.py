@@ -89,6 +89,8 @@ class _Lowering:
         guards = split_guards(stage, bounds) + self.domain_guards(stage, bounds, values)
         body = self.bodies[stage]
         to_loads = _ReadsToLoads(self)
+        if stage.tensorized is not None:
+            return self.tensorized_nest(stage, bounds, values, index, buf, guards, to_loads)
         leaves = stage.leaf_iter_vars
         if not isinstance(body, Reduce):
             value = to_loads.visit(substitute(body, values))
@@ -112,6 +114,90 @@ class _Lowering:
         update_nest = self.loops(stage, inner, update, guards)
         inner_vars = {iv.var for iv in inner}
         outer_guards = [g for g in guards if not free_vars(g) & inner_vars]
+        return self.loops(stage, outer, seq(init, update_nest), outer_guards, outermost=True)
+
+    def tensorized_nest(
+        self,
+        stage: Stage,
+        bounds: StageBounds,
+        values: dict,
+        index: list,
+        buf: Buffer,
+        guards: list[PrimExpr],
+        to_loads: _ReadsToLoads,
+    ) -> Stmt:
+        """The stage's loops outside its tensorize axis around the intrinsic's statements."""
+        from loom.te.tensorize import match_region
+
+        ivar, intrin = stage.tensorized
+        leaves = stage.leaf_iter_vars
+        if ivar not in leaves:
+            raise ScheduleError(
+                f"stage {stage.name}: tensorize axis {ivar.name} was split or fused afterwards"
+            )
+        pos = leaves.index(ivar)
+        inner = leaves[pos:]
+        for child in self.stages:
+            if (
+                child.attach_type == AttachType.SCOPE
+                and child.attach_stage is stage
+                and child.attach_ivar in inner[1:]
+            ):
+                raise ScheduleError(
+                    f"stage {child.name} is computed at loop "
+                    f"{child.attach_ivar.name} of {stage.name}, which "
+                    f"tensorize replaces"
+                )
+        inner_vars = {iv.var for iv in inner}
+        region_guards = [g for g in guards if free_vars(g) & inner_vars]
+        guards = [g for g in guards if not free_vars(g) & inner_vars]
+
+        def flat_access(load):
+            if load is None:
+                return buf.flattened(), buf.flat_index(index)
+            read = to_loads.visit(substitute(load, values))
+            return read.buffer.flattened(), read.buffer.flat_index(read.indices)
+
+        body = self.bodies[stage]
+        call = match_region(
+            stage,
+            intrin,
+            inner,
+            {iv: bounds.extent[iv] for iv in inner},
+            body,
+            flat_access,
+            region_guards,
+        )
+        stmts = intrin.lower(call)
+        needed = ("reset", "update") if isinstance(body, Reduce) else ("body",)
+        if not isinstance(stmts, dict) or any(k not in stmts for k in needed):
+            raise ScheduleError(
+                f"intrinsic {intrin.name}: lower() must return a dict with "
+                f"{list(needed)}, got {stmts!r}"
+            )
+        if not isinstance(body, Reduce):
+            return self.loops(stage, leaves[:pos], stmts["body"], guards, outermost=True)
+        first_reduce = next((k for k, iv in enumerate(leaves) if iv.is_reduce), len(leaves))
+        if pos <= first_reduce:  # the whole reduction happens inside the intrinsic
+            return self.loops(
+                stage, leaves[:pos], seq(stmts["reset"], stmts["update"]), guards, outermost=True
+            )
+        outer, middle = leaves[:first_reduce], leaves[first_reduce:pos]
+        init_leaves = [iv for iv in middle if not iv.is_reduce]
+        reduce_vars = {iv.var for iv in middle if iv.is_reduce}
+        init = self.loops(
+            stage,
+            init_leaves,
+            stmts["reset"],
+            [g for g in guards if not free_vars(g) & reduce_vars],
+            attach=False,
+        )
+        init = rename_vars(
+            init, {iv.var: iv.var.copy_with_name(f"{iv.var.name}.init") for iv in init_leaves}
+        )
+        update_nest = self.loops(stage, middle, stmts["update"], guards)
+        middle_vars = {iv.var for iv in middle}
+        outer_guards = [g for g in guards if not free_vars(g) & middle_vars]
         return self.loops(stage, outer, seq(init, update_nest), outer_guards, outermost=True)
 
     def domain_guards(

@@ -77,6 +77,7 @@ class Stage:
         self.loop_kinds: dict[IterVar, ForKind] = {}
         self.pragmas: dict[IterVar, list[tuple[str, PrimExpr]]] = {}
         self.align: dict[int, tuple[int, int]] = {}
+        self.tensorized: tuple[IterVar, object] | None = None
 
     @property
     def name(self) -> str:
@@ -225,6 +226,17 @@ class Stage:
         if not isinstance(key, str) or not key.isidentifier():
             raise self._error(f"pragma key must be an identifier, got {key!r}")
         self.pragmas.setdefault(ivar, []).append((key, convert(value)))
+
+    def tensorize(self, ivar: IterVar, intrin) -> None:
+        """Compute the loops from `ivar` inward with the hardware intrinsic `intrin` (a
+        loom.te.TensorIntrin); lowering checks that they compute what it declares."""
+        from loom.te.tensorize import TensorIntrin
+
+        self._require_compute("tensorize")
+        self._check_leaf(ivar, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise TypeError(f"stage {self.name}: tensorize takes a TensorIntrin, got {intrin!r}")
+        self.tensorized = (ivar, intrin)
 
     # -- placement -----------------------------------------------------------------------------
     def compute_at(self, parent: Stage, ivar: IterVar) -> None:

@@ -21,13 +21,9 @@ class _Flatten(Mutator):
         self.flat: dict[Var, Buffer] = {}
 
     def flat_buffer(self, buf: Buffer) -> Buffer:
-        if buf.ndim == 1 and not buf.strides:
-            return buf
         flat = self.flat.get(buf.data)
         if flat is None:
-            size = simplify(buf.storage_elements())
-            flat = Buffer(buf.name, buf.dtype, (size,), buf.data, (), buf.scope, buf.alignment)
-            self.flat[buf.data] = flat
+            flat = self.flat[buf.data] = buf.flattened()
         return flat
 
     def flat_indices(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
