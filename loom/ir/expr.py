@@ -545,6 +545,7 @@ def _access_lanes(buffer, indices, predicate) -> int:
 class CallKind(StrEnum):
     INTRINSIC = "intrin"
     EXTERN = "extern"
+    FUNCTION = "func"  # another function of the module tree, through its entry point
 
 
 @node
@@ -569,7 +570,10 @@ class Call(PrimExpr):
 
             check_call(self)
         elif not self.op.isidentifier():
-            raise ValueError(f"extern symbol name must be a C identifier, got {self.op!r}")
+            raise ValueError(f"called symbol name must be a C identifier, got {self.op!r}")
+        if self.kind == CallKind.FUNCTION and str(self.dtype) != "int32":
+            raise TypeError(f"call_func({self.op}) returns the callee's int32 status, "
+                            f"not {self.dtype}")
 
 
 @node

@@ -431,6 +431,13 @@ def call_intrin(dt: str | DataType, name: str, *args) -> PrimExpr:
     return Call(dtype(dt), name, tuple(_call_arg(a) for a in args), CallKind.INTRINSIC)
 
 
+def call_func(name: str, *args) -> PrimExpr:
+    """A call of the function `name` of the module tree through its entry point
+    `int32_t name(void *const *args)`: buffers are passed by their data handle, scalars by
+    value (the code generator points the argument vector at them); returns its status."""
+    return Call(dtype("int32"), name, tuple(convert(a) for a in args), CallKind.FUNCTION)
+
+
 def call_extern(dt: str | DataType, name: str, *args) -> PrimExpr:
     """A call of the C symbol `name`; the symbol must be declared by a runtime library."""
     return Call(dtype(dt), name, tuple(_call_arg(a) for a in args), CallKind.EXTERN)

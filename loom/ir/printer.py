@@ -229,6 +229,9 @@ class _Printer:
         if e.kind == E.CallKind.EXTERN:
             sep = ", " if args else ""
             return f'call_extern("{e.op}"{sep}{args}, dtype={e.dtype})'
+        if e.kind == E.CallKind.FUNCTION:
+            sep = ", " if args else ""
+            return f'call_func("{e.op}"{sep}{args})'
         return f"@{e.op}({args})"
 
     def e_Ramp(self, e: E.Ramp) -> str:

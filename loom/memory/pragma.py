@@ -9,7 +9,10 @@ each argument converted to the dtype the symbol declares; the call returns 0 or 
 runtime's last error. `make_args` replaces that argument list for other conventions.
 `src_space` / `dst_space` name the address spaces the copy must read and write (for mvin: from
 "host" to the accelerator's), so a device address is never passed where a host pointer is
-expected.
+expected. A guard `i < bound` in the nest (a tile at the edge of a tensor) shortens that loop:
+the counts become expressions. A rule whose instruction also converts (an accelerator's mvout
+that requantizes) gives `convert(value) -> (source load, params)` to recognize `dst = f(src)`,
+and may build its own calls with `make_calls(nest) -> [calls]` (each call's status checked).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class PragmaRule:
     make_args: Callable | None = None  # (CopyNest) -> list of argument expressions
     src_space: str | None = None  # address space of the source buffer's scope (None: any)
     dst_space: str | None = None
+    convert: Callable | None = None  # (value) -> (source load, params) for dst = f(src)
+    make_calls: Callable | None = None  # (CopyNest) -> the extern calls replacing the nest
     doc: str = ""
 
 

@@ -67,7 +67,8 @@ class FunctionSignature:
 
 
 def written_buffers(func: PrimFunc) -> set[Var]:
-    """Data variables of buffers the function stores to or passes by address."""
+    """Data variables of buffers the function stores to, or whose address it gives away (to
+    an extern call or another function, which may write through it)."""
     written: set[Var] = set()
 
     def record(n) -> None:
@@ -75,6 +76,8 @@ def written_buffers(func: PrimFunc) -> set[Var]:
             written.add(n.buffer.data)
         elif isinstance(n, Call) and n.op == "address_of":
             written.add(n.args[0].buffer.data)
+        elif isinstance(n, Call) and n.kind != "intrin":
+            written.update(a for a in n.args if isinstance(a, Var) and a.dtype.is_handle)
 
     post_order_visit(func.body, record)
     return written

@@ -9,17 +9,20 @@ Pragmas without a rule stay as hints for other passes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from loom import memory
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
 from loom.ir.dtype import dtype
-from loom.ir.expr import BufferLoad, Call, IntImm, PrimExpr, Ramp, Var
+from loom.ir.expr import LT, And, BufferLoad, Call, IntImm, PrimExpr, Ramp, Var
 from loom.ir.function import IRModule, PrimFunc
+from loom.ir.printer import to_text
 from loom.ir.simplify import simplify
-from loom.ir.stmt import NOP, AssertStmt, AttrStmt, BufferStore, Evaluate, For, Stmt
-from loom.ir.visitor import Mutator, substitute
+from loom.ir.stmt import NOP, AssertStmt, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Stmt
+from loom.ir.stmt import seq as seq_stmt
+from loom.ir.visitor import Mutator, free_vars, substitute
 from loom.memory.pragma import PragmaRule, get_pragma_rule
 from loom.runtime import abi
 from loom.transform.lower_memory import target_of
@@ -35,7 +38,8 @@ class CopyNest:
     dst: Buffer
     src_offset: PrimExpr
     dst_offset: PrimExpr
-    dims: list[tuple[int, int, int]]
+    dims: list[tuple[PrimExpr, int, int]]
+    params: dict = dataclasses.field(default_factory=dict)  # what the rule's convert found
 
     @property
     def elem_bytes(self) -> int:
@@ -61,32 +65,41 @@ class CopyNest:
         return rows, cols * b, ss * b, ds * b
 
 
-def analyze_copy(body: Stmt, where: str) -> CopyNest:
-    """The copy a pragma'd loop nest performs; a clear error if it is not a plain copy."""
+def analyze_copy(
+    body: Stmt,
+    where: str,
+    convert: Callable[[PrimExpr], tuple[BufferLoad, dict] | None] | None = None,
+) -> CopyNest:
+    """The copy a pragma'd loop nest performs: `dst[...] = src[...]` (or `= f(src[...])` when
+    `convert` recognizes f), under guards `i < bound` that shorten a loop (a tile at the edge
+    of a tensor); a clear error for anything else."""
     loops: list[For] = []
+    guards: list[PrimExpr] = []
     s = body
-    while isinstance(s, For | AttrStmt):
+    while isinstance(s, For | AttrStmt | IfThenElse):
         if isinstance(s, For):
             if not isinstance(s.extent, IntImm):
                 raise LoomError(f"{where}: loop {s.loop_var.name} has a non-constant extent")
             loops.append(s)
+        elif isinstance(s, IfThenElse):
+            if s.else_case is not None:
+                raise LoomError(f"{where}: the copy nest has an if/else")
+            guards.append(s.condition)
+            s = s.then_case
+            continue
         s = s.body
-    if not isinstance(s, BufferStore) or not isinstance(s.value, BufferLoad):
-        found = (
-            type(s).__name__
-            if not isinstance(s, BufferStore)
-            else f"a store of {type(s.value).__name__}"
-        )
+    if not isinstance(s, BufferStore):
         raise LoomError(
             f"{where}: the loop nest must be a copy between two buffers "
-            f"(dst[...] = src[...]), found {found}"
+            f"(dst[...] = src[...]), found {type(s).__name__}"
         )
-    load = s.value
+    load, params = _source(s.value, where, convert)
     if s.predicate is not None or load.predicate is not None:
         raise LoomError(
-            f"{where}: the copy is predicated (a guarded tail); choose tiles that divide the tensor"
+            f"{where}: the copy is vectorized with a predicate; do not vectorize "
+            "data-movement loops"
         )
-    if load.buffer.dtype != s.buffer.dtype:
+    if convert is None and load.buffer.dtype != s.buffer.dtype:
         raise LoomError(f"{where}: the copy converts {load.buffer.dtype} to {s.buffer.dtype}")
     if len(load.indices) != 1 or len(s.indices) != 1:
         raise LoomError(f"{where}: buffers must be flattened before pragma lowering")
@@ -99,7 +112,8 @@ def analyze_copy(body: Stmt, where: str) -> CopyNest:
     variables = [loop.loop_var for loop in loops]
     src_off, src_strides = _affine(src_index, variables, where, load.buffer.name)
     dst_off, dst_strides = _affine(dst_index, variables, where, s.buffer.name)
-    dims = [(loop.extent.value, ss, ds) for loop, ss, ds in zip(loops, src_strides, dst_strides)]
+    extents = _guarded_extents(loops, guards, where)
+    dims = [(n, ss, ds) for n, ss, ds in zip(extents, src_strides, dst_strides)]
     starts = {loop.loop_var: loop.min for loop in loops}
     return CopyNest(
         load.buffer,
@@ -107,7 +121,58 @@ def analyze_copy(body: Stmt, where: str) -> CopyNest:
         simplify(substitute(src_off, starts)),
         simplify(substitute(dst_off, starts)),
         _merge(dims + lanes),
+        params,
     )
+
+
+def _source(value: PrimExpr, where: str, convert) -> tuple[BufferLoad, dict]:
+    if convert is not None:
+        found = convert(value)
+        if found is None:
+            raise LoomError(
+                f"{where}: the rule does not recognize the copied value {to_text(value)}"
+            )
+        return found
+    if not isinstance(value, BufferLoad):
+        raise LoomError(
+            f"{where}: the loop nest must be a copy between two buffers "
+            f"(dst[...] = src[...]), found a store of {type(value).__name__}"
+        )
+    return value, {}
+
+
+def _guarded_extents(loops: list[For], guards: list[PrimExpr], where: str) -> list[PrimExpr]:
+    """Each loop's extent, shortened by the guards `v + rest < bound` on its variable."""
+    extents = [loop.extent for loop in loops]
+    index = {loop.loop_var: k for k, loop in enumerate(loops)}
+    for guard in guards:
+        for cond in _conjuncts(guard):
+            used = [v for v in free_vars(cond) if v in index]
+            if len(used) != 1 or not isinstance(cond, LT):
+                raise LoomError(
+                    f"{where}: the guard {to_text(cond)} of the copy is not a bound on one loop"
+                )
+            v = used[0]
+            rest = simplify(substitute(cond.a, {v: IntImm(0, v.dtype)}))
+            if (
+                not isinstance(simplify(cond.a - rest - v), IntImm)
+                or simplify(cond.a - rest - v).value != 0
+            ):
+                raise LoomError(
+                    f"{where}: the guard {to_text(cond)} of the copy is not a bound on one loop"
+                )
+            k = index[v]
+            start = substitute(rest, {loop.loop_var: loop.min for loop in loops})
+            extents[k] = simplify(op.min_(extents[k], cond.b - start - loops[k].min))
+    return extents
+
+
+def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+    if isinstance(cond, Call) and cond.op == "likely":
+        return _conjuncts(cond.args[0])
+    if isinstance(cond, And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
 
 
 def _ramp_dim(src: PrimExpr, dst: PrimExpr, where: str) -> tuple[int, int, int]:
@@ -140,14 +205,23 @@ def _affine(
     return offset, strides
 
 
-def _merge(dims: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Drop extent-1 dimensions and merge a dimension into the next when they are contiguous."""
-    out: list[tuple[int, int, int]] = []
-    for n, ss, ds in (d for d in dims if d[0] != 1):
+def _merge(dims: list[tuple[PrimExpr, int, int]]) -> list[tuple[PrimExpr, int, int]]:
+    """Drop extent-1 dimensions and merge a dimension into the next when both have constant
+    extents and are contiguous."""
+    out: list[tuple[PrimExpr, int, int]] = []
+    for n, ss, ds in dims:
+        n = IntImm(n) if isinstance(n, int) else n
+        if isinstance(n, IntImm) and n.value == 1:
+            continue
         if out:
             pn, pss, pds = out[-1]
-            if pss == n * ss and pds == n * ds:
-                out[-1] = (pn * n, ss, ds)
+            if (
+                isinstance(pn, IntImm)
+                and isinstance(n, IntImm)
+                and pss == n.value * ss
+                and pds == n.value * ds
+            ):
+                out[-1] = (IntImm(pn.value * n.value), ss, ds)
                 continue
         out.append((n, ss, ds))
     return out
@@ -166,7 +240,7 @@ class _LowerPragmas(Mutator):
         if rule is None:
             return s
         where = f"function {self.func.name}, pragma {rule.name!r}"
-        nest = analyze_copy(s.body, where)
+        nest = analyze_copy(s.body, where, rule.convert)
         for role, buf, space in (
             ("reads", nest.src, rule.src_space),
             ("writes", nest.dst, rule.dst_space),
@@ -186,6 +260,8 @@ class _LowerPragmas(Mutator):
         return self.call(rule, nest, where)
 
     def call(self, rule: PragmaRule, nest: CopyNest, where: str) -> Stmt:
+        if rule.make_calls is not None:
+            return seq_stmt(*[self.checked(c, where) for c in rule.make_calls(nest)])
         _, sym = abi.lookup(rule.symbol, self.device, self.func.name)
         if rule.make_args is not None:
             args = list(rule.make_args(nest))
@@ -197,12 +273,16 @@ class _LowerPragmas(Mutator):
             args = [nest.src_address(), nest.dst_address(), *rows]
         if len(args) != len(sym.params):
             raise LoomError(
-                f"{where}: {sym.c_declaration()} takes {len(sym.params)} arguments, "
-                f"the rule gives {len(args)}"
+                f"{where}: {sym.c_declaration()} takes {len(sym.params)} "
+                f"arguments, the rule gives {len(args)}"
             )
         args = [op.cast(a, dtype(t)) for a, (_, t) in zip(args, sym.params)]
         ret = dtype("int32") if sym.ret == "void" else dtype(sym.ret)
-        call = Call(ret, sym.name, tuple(args), "extern")
+        return self.checked(Call(ret, sym.name, tuple(args), "extern"), where)
+
+    def checked(self, call: Call, where: str) -> Stmt:
+        """Run an extern call; a non-zero status fails with its error (or a message)."""
+        _, sym = abi.lookup(call.op, self.device, self.func.name)
         if sym.ret == "void":
             return Evaluate(call)
         message = None if sym.sets_last_error else f"{sym.name} failed ({where})"

@@ -66,8 +66,13 @@ def verify_memory_func(func: PrimFunc, device: str) -> None:
     _MemoryChecker(func, device).visit(func.body)
 
 
-def check_extern_calls_func(func: PrimFunc, device: str) -> None:
+def check_extern_calls_func(func: PrimFunc, device: str, functions: frozenset = frozenset()) -> None:
     def check(n) -> None:
+        if isinstance(n, Call) and n.kind == CallKind.FUNCTION:
+            if n.op not in functions:
+                raise LoomError(f"function {func.name} calls function {n.op!r}, which is not in "
+                                f"the module (it has {sorted(functions)})")
+            return
         if not isinstance(n, Call) or n.kind != CallKind.EXTERN:
             return
         lib, sym = abi.lookup(n.op, device, func.name)
@@ -92,7 +97,7 @@ def _verify(mod: IRModule) -> IRModule:
 def _check_externs(mod: IRModule) -> IRModule:
     device = target_of(mod).device
     for func in mod:
-        check_extern_calls_func(func, device)
+        check_extern_calls_func(func, device, frozenset(mod.names()))
     return mod
 
 

@@ -361,3 +361,25 @@ def test_global_scope_uses_the_host_heap_allocator():
     text = str(loom.lower(s, [A, C], name="heap", target="llvm"))
     assert 'let T: handle = call_extern("loom_alloc", int64(256), int64(64), dtype=handle)' in text
     assert 'defer { call_extern("loom_free", T, dtype=int32) }' in text
+
+
+def test_guarded_tile_copies_become_shorter_transfers(spad):
+    A = te.placeholder((20,), name="A", dtype="uint8")
+    A_spad = te.compute(A.shape, lambda i: A[i], name="A_spad")
+    C = te.compute(A.shape, lambda i: A_spad[i], name="C")
+    s = te.create_schedule(C.op)
+    s[A_spad].set_scope("spad")
+    outer, inner = s[A_spad].split(s[A_spad].op.axis[0], factor=8)  # tiles of 8, 8 and 4
+    s[A_spad].pragma(inner, "mvin")
+    s[C].pragma(C.op.axis[0], "mvout")
+    text = str(loom.lower(s, [A, C], name="tiles", target="llvm"))
+    assert re.search(
+        r'call_extern\("mvin", .*, 1, min\(\(20 - \(i.outer \* 8\)\), 8\)', text
+    ) or re.search(r'call_extern\("mvin", .*, 1, min\(8, \(20 - \(i.outer \* 8\)\)\)', text), text
+    before = scratchpad_emu.last_transfer()["count"]
+    mod = loom.build(s, [A, C], name="tiles")
+    a = np.arange(20, dtype=np.uint8) + 100
+    c = np.zeros(20, np.uint8)
+    mod["tiles"](a, c)
+    np.testing.assert_array_equal(c, a)
+    assert scratchpad_emu.last_transfer()["count"] - before == 4  # three mvin, one mvout

@@ -349,6 +349,8 @@ class ExprCodegen:
     def e_Call(self, e: E.Call) -> CExpr:
         if e.kind == E.CallKind.EXTERN:
             return self.extern_call(e)
+        if e.kind == E.CallKind.FUNCTION:
+            return self.function_call(e)
         method = getattr(self, "call_" + e.op, None)
         if method is not None:
             return method(e)
@@ -369,6 +371,22 @@ class ExprCodegen:
             self.emit(f"{call.text};")
             return CExpr(int_literal(0, e.dtype), True)
         return self.temporary(call, e.dtype, hint=f"{e.op}_ret")
+
+    def function_call(self, e: E.Call) -> CExpr:
+        """A call of another function's entry point: an argument vector pointing at the
+        buffers and at temporaries holding the scalars; the status goes into a temporary."""
+        self.module.declare_entry(e.op, self.func_name)
+        pointers = []
+        for arg, value in zip(e.args, self.operands(e.args)):
+            if arg.dtype.is_handle:
+                pointers.append(f"(void *){value.text}")
+            else:  # the callee reads the scalar through a pointer: give it a variable
+                slot = self.namer.fresh("arg")
+                self.emit(f"{c_type(arg.dtype)} {slot} = {value.text};")
+                pointers.append(f"(void *)&{slot}")
+        vector = self.namer.fresh(f"{e.op}_args")
+        self.emit(f"void *{vector}[] = {{{', '.join(pointers) or '0'}}};")
+        return self.temporary(CExpr(f"{e.op}({vector})"), e.dtype, hint=f"{e.op}_status")
 
     def call_sigmoid(self, e: E.Call) -> CExpr:
         (x,) = self.operands(e.args)

@@ -76,6 +76,15 @@ class ModuleCodegen:
             self.externs_used.setdefault(name, sym.c_declaration() + ";")
         return sym.ret == "void"
 
+    def declare_entry(self, name: str, caller: str) -> None:
+        """Declare the entry point of another function of the module tree."""
+        if name == "main" or name in C_KEYWORDS or name in C_BUILTINS or sanitize(name) != name:
+            raise LoomError(
+                f"function {caller} calls function {name!r}, whose name C cannot "
+                "call directly; give it a plain identifier"
+            )
+        self.externs_used.setdefault(name, f"int32_t {name}(void *const *args);")
+
     def helper(self, kind: str, dt) -> str:
         name = helper_name(kind, dt)
         if name not in self.helpers:
