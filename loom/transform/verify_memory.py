@@ -66,12 +66,16 @@ def verify_memory_func(func: PrimFunc, device: str) -> None:
     _MemoryChecker(func, device).visit(func.body)
 
 
-def check_extern_calls_func(func: PrimFunc, device: str, functions: frozenset = frozenset()) -> None:
+def check_extern_calls_func(
+    func: PrimFunc, device: str, functions: frozenset = frozenset()
+) -> None:
     def check(n) -> None:
         if isinstance(n, Call) and n.kind == CallKind.FUNCTION:
             if n.op not in functions:
-                raise LoomError(f"function {func.name} calls function {n.op!r}, which is not in "
-                                f"the module (it has {sorted(functions)})")
+                raise LoomError(
+                    f"function {func.name} calls function {n.op!r}, which is not in "
+                    f"the module (it has {sorted(functions)})"
+                )
             return
         if not isinstance(n, Call) or n.kind != CallKind.EXTERN:
             return
