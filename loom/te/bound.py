@@ -89,7 +89,7 @@ def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr,
         if isinstance(n, ProducerLoad) and n.tensor.op is target:
             found.append(n.indices)
 
-    parts = [body.source, body.condition] if isinstance(body, Reduce) else [body]
+    parts = body.parts() if isinstance(body, Reduce) else [body]
     for p in parts:
         post_order_visit(p, record)
     return found

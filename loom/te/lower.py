@@ -101,7 +101,11 @@ class _Lowering:
         reduce_vars = {iv.var for iv in inner if iv.is_reduce}
         init_guards = [g for g in guards if not free_vars(g) & reduce_vars]
         init = self.loops(
-            stage, init_leaves, buf.store(body.identity(), index), init_guards, attach=False
+            stage,
+            init_leaves,
+            buf.store(to_loads.visit(substitute(body.identity(), values)), index),
+            init_guards,
+            attach=False,
         )
         init = rename_vars(
             init, {iv.var: iv.var.copy_with_name(f"{iv.var.name}.init") for iv in init_leaves}
@@ -380,7 +384,7 @@ def _lowered_stages(
             continue
         from loom.te.tensor import producer_tensors
 
-        parts = [body.source, body.condition] if isinstance(body, Reduce) else [body]
+        parts = body.parts() if isinstance(body, Reduce) else [body]
         for part in parts:
             for t in producer_tensors(part):
                 producer = sch[t]

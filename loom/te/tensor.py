@@ -242,6 +242,10 @@ class Reduce(PrimExpr):
     def identity(self) -> PrimExpr:
         return self.init if self.init is not None else self.combiner.identity(self.dtype)
 
+    def parts(self) -> list[PrimExpr]:
+        """The expressions of the reduction: source, condition and init (if any)."""
+        return [self.source, self.condition] + ([self.init] if self.init is not None else [])
+
 
 def producer_tensors(e: PrimExpr) -> list[Tensor]:
     """Tensors read by an expression, in order of first read."""

@@ -106,10 +106,10 @@ class _Matcher:
                     f"loop {leaf.name} is {kind} axis but the intrinsic's {axis.name} is not"
                 )
             declared = axis.dom.extent.value
-            if extents[leaf] != declared:
+            if extents[leaf] > declared:  # a shorter loop is a partial tile
                 raise self.fail(
-                    f"loop {leaf.name} has extent {extents[leaf]}, the intrinsic's "
-                    f"axis {axis.name} has {declared}"
+                    f"loop {leaf.name} has extent {extents[leaf]}, more than the intrinsic's "
+                    f"axis {axis.name} ({declared})"
                 )
             pairs[leaf] = axis
         return pairs
@@ -264,15 +264,19 @@ def match_region(
         ProducerLoad(intrin.compute, tuple(a.var for a in intrin.op.axis)), axes
     )
     output = region(None, out_pattern, f"the output {stage.name}")
-    return TensorizeCall(intrin, inputs, output, _extents(m, inner, pairs, guards))
+    return TensorizeCall(intrin, inputs, output, _extents(m, inner, extents, pairs, guards))
 
 
 def _extents(
-    m: _Matcher, inner: list[IterVar], pairs: dict[IterVar, IterVar], guards: list[PrimExpr]
+    m: _Matcher,
+    inner: list[IterVar],
+    loop_extents: dict[IterVar, int],
+    pairs: dict[IterVar, IterVar],
+    guards: list[PrimExpr],
 ) -> dict[str, PrimExpr]:
-    """Each axis's extent in this region: the declared one, cut by a guard `e < bound` that
-    varies with that loop only (a tile at the edge of the tensor)."""
-    extents = {pairs[leaf].name: IntImm(pairs[leaf].dom.extent.value) for leaf in inner}
+    """Each axis's extent in this region: its loop's (at most the declared one), cut by a
+    guard `e < bound` that varies with that loop only (a tile at the edge of the tensor)."""
+    extents = {pairs[leaf].name: IntImm(loop_extents[leaf]) for leaf in inner}
     by_var = {leaf.var: leaf for leaf in inner}
     for g in guards:
         for cond in _conjuncts(g):
