@@ -572,8 +572,9 @@ class Call(PrimExpr):
         elif not self.op.isidentifier():
             raise ValueError(f"called symbol name must be a C identifier, got {self.op!r}")
         if self.kind == CallKind.FUNCTION and str(self.dtype) != "int32":
-            raise TypeError(f"call_func({self.op}) returns the callee's int32 status, "
-                            f"not {self.dtype}")
+            raise TypeError(
+                f"call_func({self.op}) returns the callee's int32 status, not {self.dtype}"
+            )
 
 
 @node

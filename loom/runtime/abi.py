@@ -231,9 +231,11 @@ LIBM = register_library(
                 _sym("float64 pow(float64 x, float64 y)"),
                 _sym("float32 fmodf(float32 x, float32 y)"),
                 _sym("float64 fmod(float64 x, float64 y)"),
-            _sym("void sincosf(float32 x, handle sin, handle cos)",
-                 doc="compilers merge sinf(x) and cosf(x) into one call"),
-            _sym("void sincos(float64 x, handle sin, handle cos)"),
+                _sym(
+                    "void sincosf(float32 x, handle sin, handle cos)",
+                    doc="compilers merge sinf(x) and cosf(x) into one call",
+                ),
+                _sym("void sincos(float64 x, handle sin, handle cos)"),
             ]
         ),
         doc="the C math library",

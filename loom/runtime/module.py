@@ -93,8 +93,12 @@ class Module:
 
     dso_exportable = False
 
-    def __init__(self, type_key: str, signatures: dict[str, FunctionSignature],
-                 imports: tuple[Module, ...] = ()):
+    def __init__(
+        self,
+        type_key: str,
+        signatures: dict[str, FunctionSignature],
+        imports: tuple[Module, ...] = (),
+    ):
         self.type_key = type_key
         self.signatures = dict(signatures)
         self.imports: list[Module] = list(imports)
@@ -134,8 +138,9 @@ class Module:
 
     def save_payload(self) -> bytes:
         """The bytes that `export_library` packs for a non-DSO module (device code, programs)."""
-        raise LoomError(f"module type {self.type_key!r} cannot be exported: it defines no "
-                        "save_payload")
+        raise LoomError(
+            f"module type {self.type_key!r} cannot be exported: it defines no save_payload"
+        )
 
     def metadata(self) -> dict:
         """What the artifact's metadata records about this module (beyond type key, functions
@@ -202,15 +207,20 @@ class NativeModule(Module):
         return LoadedModule(self, session, session.load_module(shared_object))
 
     def metadata(self) -> dict:
-        return {"target": str(self.target), "extern_symbols": self.extern_symbols,
-                "memories": list(self.memories)}
+        return {
+            "target": str(self.target),
+            "extern_symbols": self.extern_symbols,
+            "memories": list(self.memories),
+        }
 
     def get_function(self, name: str) -> NativeFunction:
         if name not in self.signatures:
             raise LoomError(f"module has no function {name!r}; it has {self.function_names()}")
         if self.library is None:
-            raise LoomError(f"function {name} was compiled for {self.target} and cannot run "
-                            "in this process; export it with export_library")
+            raise LoomError(
+                f"function {name} was compiled for {self.target} and cannot run "
+                "in this process; export it with export_library"
+            )
         fn = self._functions.get(name)
         if fn is None:
             cfunc = getattr(self.library, name)
@@ -224,8 +234,10 @@ class NativeModule(Module):
 
     def __call__(self, *args) -> None:
         if len(self.signatures) != 1:
-            raise LoomError(f"module has {len(self.signatures)} functions "
-                            f"{self.function_names()}; call one by name: mod[name](...)")
+            raise LoomError(
+                f"module has {len(self.signatures)} functions "
+                f"{self.function_names()}; call one by name: mod[name](...)"
+            )
         self.get_function(next(iter(self.signatures)))(*args)
 
     def build_report(self) -> str:

@@ -13,16 +13,22 @@ from loom.ir.dtype import dtype as to_dtype
 DEFAULT_ALIGNMENT = 64
 
 
-def empty(shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT, device=None,
-          memory: str = "heap"):
+def empty(
+    shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT, device=None, memory: str = "heap"
+):
     """An uninitialized C-contiguous array whose data is aligned to `alignment` bytes (on
     `device` if given)."""
     if device is not None:
         from loom.runtime.session import DeviceArray
 
         shape = (shape,) if isinstance(shape, int) else shape
-        return DeviceArray(device, shape, to_dtype(dtype).numpy if isinstance(dtype, str)
-                           else dtype, max(alignment, 128), memory)
+        return DeviceArray(
+            device,
+            shape,
+            to_dtype(dtype).numpy if isinstance(dtype, str) else dtype,
+            max(alignment, 128),
+            memory,
+        )
     if alignment <= 0 or alignment & (alignment - 1):
         raise ValueError(f"alignment must be a power of two, got {alignment}")
     if isinstance(shape, int):
@@ -34,8 +40,7 @@ def empty(shape, dtype="float32", alignment: int = DEFAULT_ALIGNMENT, device=Non
     return raw[offset : offset + nbytes].view(np_dtype).reshape(shape)
 
 
-def array(data, dtype=None, alignment: int = DEFAULT_ALIGNMENT, device=None,
-          memory: str = "heap"):
+def array(data, dtype=None, alignment: int = DEFAULT_ALIGNMENT, device=None, memory: str = "heap"):
     """An aligned copy of `data` (anything numpy.asarray accepts): in host memory, or with
     `device=session` a DeviceArray in the device's heap (or `memory="vtcm"`)."""
     if device is not None:

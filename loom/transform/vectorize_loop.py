@@ -309,7 +309,8 @@ def _run(mod: IRModule) -> IRModule:
     the plain loops it gets)."""
     target = mod.attr("target")
     enabled = not PassContext.current().get_config("tir.disable_vectorize", False) and not (
-        target is not None and target.kind == "c")
+        target is not None and target.kind == "c"
+    )
     return mod.map_functions(lambda f: vectorize_func(f, enabled))
 
 

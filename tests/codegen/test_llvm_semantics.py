@@ -50,11 +50,13 @@ def test_float_floor_division_uses_a_double_quotient(target):
 @pytest.mark.parametrize("target", TARGETS)
 def test_sine_and_cosine_together(target):
     A = te.placeholder((16,), name="A")
-    B = te.compute((16,), lambda i: loom.ir.op.math_call("sin", A[i])
-                   + loom.ir.op.math_call("cos", A[i]), name="B")
+    B = te.compute(
+        (16,),
+        lambda i: loom.ir.op.math_call("sin", A[i]) + loom.ir.op.math_call("cos", A[i]),
+        name="B",
+    )
     a = np.linspace(-3, 3, 16, dtype=np.float32)
-    got, want = run_both((te.create_schedule(B.op), [A, B]), [a, np.zeros(16, np.float32)],
-                         target)
+    got, want = run_both((te.create_schedule(B.op), [A, B]), [a, np.zeros(16, np.float32)], target)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -62,6 +64,5 @@ def test_float16_erf():
     A = te.placeholder((8,), name="A", dtype="float16")
     B = te.compute((8,), lambda i: te.erf(A[i]), name="B")
     a = np.linspace(-2, 2, 8).astype(np.float16)
-    got, want = run_both((te.create_schedule(B.op), [A, B]), [a, np.zeros(8, np.float16)],
-                         "llvm")
+    got, want = run_both((te.create_schedule(B.op), [A, B]), [a, np.zeros(8, np.float16)], "llvm")
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), atol=1e-3)

@@ -79,7 +79,10 @@ def test_stack_buffers_over_the_targets_limit_are_a_build_error():
     C = te.compute((1024,), lambda i: T[i] * 2.0, name="C")
     s = te.create_schedule(C.op)
     s[T].set_scope("local")
-    with pytest.raises(LoomError, match=r"allocates 4096 bytes on the stack .* more than the "
-                                        r"target's limit of 1024; use scope 'global'"):
+    with pytest.raises(
+        LoomError,
+        match=r"allocates 4096 bytes on the stack .* more than the "
+        r"target's limit of 1024; use scope 'global'",
+    ):
         loom.build(s, [A, C], target="llvm -stack-limit=1024")
     loom.build(s, [A, C], target="llvm")  # within the default limit

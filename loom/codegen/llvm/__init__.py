@@ -46,9 +46,16 @@ def build_llvm(mod: IRModule, target: Target) -> NativeModule:
     if target.is_host:
         name = mod.functions[0].name if len(mod) else "empty"
         library = load_host_object(c.object_code, name, link_flags(c.providers))
-    return NativeModule("llvm", c.signatures, c.sources, target, library,
-                        object_code=c.object_code, extern_symbols=c.providers,
-                        memories=c.memories)
+    return NativeModule(
+        "llvm",
+        c.signatures,
+        c.sources,
+        target,
+        library,
+        object_code=c.object_code,
+        extern_symbols=c.providers,
+        memories=c.memories,
+    )
 
 
 def build_device(mod: IRModule, target: Target):
@@ -58,9 +65,16 @@ def build_device(mod: IRModule, target: Target):
 
     c = compile_llvm(mod, target)
     shared_object = link_shared_object(c.object_code, "hexagon")
-    return DeviceModule("hexagon", c.signatures, shared_object, target, sources=c.sources,
-                        extern_symbols=c.providers, memories=c.memories,
-                        object_code=c.object_code)
+    return DeviceModule(
+        "hexagon",
+        c.signatures,
+        shared_object,
+        target,
+        sources=c.sources,
+        extern_symbols=c.providers,
+        memories=c.memories,
+        object_code=c.object_code,
+    )
 
 
 __all__ = ["build_device", "build_llvm", "compile_llvm", "memories_used", "resolve_symbols"]

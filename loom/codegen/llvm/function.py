@@ -219,8 +219,7 @@ class FunctionCodegen:
         sign_differs = self.builder.icmp_signed("<", self.builder.xor(r, b), zero)
         return b, q, r, self.builder.and_(nonzero, sign_differs)
 
-    def _float_floordiv(self, a: ir.Value, b: ir.Value,
-                        dt: DataType) -> tuple[ir.Value, DataType]:
+    def _float_floordiv(self, a: ir.Value, b: ir.Value, dt: DataType) -> tuple[ir.Value, DataType]:
         """floor(a / b) in double precision, as the IR semantics compute it (a float32
         quotient could round up to the next integer), with the double type."""
         wide_dt = DataType("float", 64, dt.lanes)
@@ -400,9 +399,12 @@ class FunctionCodegen:
             else:
                 mask = self._mask(e.predicate, lanes)
                 kind = "load" if contiguous else "gather"
-                v = self.intrinsic(f"llvm.masked.{kind}", mt,
-                                   [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
-                                   [mt, ptr.type])
+                v = self.intrinsic(
+                    f"llvm.masked.{kind}",
+                    mt,
+                    [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
+                    [mt, ptr.type],
+                )
         if dt.element.is_bool:
             v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         return v
@@ -414,13 +416,17 @@ class FunctionCodegen:
         index = self.expr(self._flat_index(e))
         mask = self._mask(e.predicate, lanes)
         safe = self.builder.select(mask, index, ir.Constant(index.type, None))
-        ptrs = self.builder.gep(self.value_of(e.buffer.data), [safe],
-                                source_etype=memory_type(e.buffer.dtype))
+        ptrs = self.builder.gep(
+            self.value_of(e.buffer.data), [safe], source_etype=memory_type(e.buffer.dtype)
+        )
         ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types vector GEPs as ptr
         every = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
-        v = self.intrinsic("llvm.masked.gather", mt,
-                           [ptrs, ir.Constant(I32, align), every, ir.Constant(mt, None)],
-                           [mt, ptrs.type])
+        v = self.intrinsic(
+            "llvm.masked.gather",
+            mt,
+            [ptrs, ir.Constant(I32, align), every, ir.Constant(mt, None)],
+            [mt, ptrs.type],
+        )
         return self.builder.select(mask, v, ir.Constant(mt, None))
 
     def _mask(self, predicate: PrimExpr | None, lanes: int) -> ir.Value:
