@@ -59,6 +59,12 @@ def build(
     compiled by the system compiler), or a Target.
     """
     target = as_target(target)
+    from loom.backend.base import build_for_backend, is_backend
+
+    if is_backend(target.kind):
+        from loom.backend import get as get_backend
+
+        return build_for_backend(get_backend(target.kind), inp, args, name, target)
     mod = lower(inp, args, name, target=target)
     if target.kind == "c":
         from loom.codegen.c import build_c

@@ -12,6 +12,7 @@ from loom.ir.expr import Var
 from loom.ir.function import IRModule
 from loom.ir.visitor import post_order_visit
 from loom.runtime import abi
+from loom.transform.lower_memory import MEMORIES_ATTR
 
 
 def memories_used(mod: IRModule) -> tuple[str, ...]:
@@ -31,13 +32,27 @@ def memories_used(mod: IRModule) -> tuple[str, ...]:
                 scopes.setdefault(buf.scope)
 
         post_order_visit(func.body, record)
+        for scope in func.attr(MEMORIES_ATTR, ()):  # fixed-address buffers (lower_memory_scopes)
+            scopes.setdefault(scope)
     return tuple(scopes)
 
 
-def resolve_symbols(names: list[str], device: str) -> dict[str, str]:
-    """The runtime library providing each undefined symbol; an error names those none does."""
+MODULE_PROVIDER = "module:"
+"""Prefix of the provider of a symbol defined by another module of the same library."""
+
+
+def resolve_symbols(
+    names: list[str], device: str, siblings: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The runtime library providing each undefined symbol ("module:<type>" for one defined by
+    a sibling module linked into the same library, given as `siblings`: symbol -> type key);
+    an error names those nothing provides."""
     out, missing = {}, []
+    siblings = siblings or {}
     for name in names:
+        if name in siblings:
+            out[name] = MODULE_PROVIDER + siblings[name]
+            continue
         lib = abi.provider(name, device)
         if lib is None:
             missing.append(name)
@@ -56,6 +71,8 @@ def link_flags(providers: dict[str, str]) -> list[str]:
     """What the host linker needs for the libraries in `providers` (symbol -> library)."""
     flags: list[str] = []
     for lib_name in dict.fromkeys(providers.values()):
+        if lib_name.startswith(MODULE_PROVIDER):
+            continue  # linked into the same library
         link = abi.get_library(lib_name).link_flags
         flags += link() if link is not None else []
     return flags

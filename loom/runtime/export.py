@@ -86,8 +86,9 @@ def _host_shell(root: Module) -> NativeModule:
 
     target = Target("llvm")
     empty = llvm.parse_assembly(f'target triple = "{target.triple}"')
-    shell = NativeModule("llvm", {}, {}, target, object_code=target_machine(target)
-                         .emit_object(empty))
+    shell = NativeModule(
+        "llvm", {}, {}, target, object_code=target_machine(target).emit_object(empty)
+    )
     shell.import_module(root)
     return shell
 
@@ -143,7 +144,7 @@ def _provider_flags(natives: list[NativeModule]) -> list[str]:
     host runtime: load_module loads it first, so libraries do not depend on its path."""
     flags: list[str] = []
     for lib_name in dict.fromkeys(lib for m in natives for lib in m.extern_symbols.values()):
-        if lib_name == abi.HOST_RUNTIME.name:
+        if lib_name == abi.HOST_RUNTIME.name or lib_name.startswith("module:"):
             continue
         link = abi.get_library(lib_name).link_flags
         flags += [f for f in (link() if link else []) if f not in flags]
@@ -164,8 +165,7 @@ def _link(
         tool = find_tool(cc or "ld.lld", "lld")
         # a DT_HASH table: the device runtime's loader finds symbols through it
         run(
-            [tool, "-shared", "--hash-style=sysv", "-o", str(output), *map(str, objects),
-             *flags],
+            [tool, "-shared", "--hash-style=sysv", "-o", str(output), *map(str, objects), *flags],
             f"linking {output.name} for {triple}",
         )
 

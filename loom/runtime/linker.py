@@ -34,15 +34,20 @@ def link_host_shared(
     )
 
 
-def load_host_object(object_code: bytes, name: str, flags: list[str] = ()) -> ctypes.CDLL:
-    """Link one object file into a shared library, load it, and delete the files (the loaded
+def load_host_object(
+    object_code: bytes | list[bytes], name: str, flags: list[str] = ()
+) -> ctypes.CDLL:
+    """Link object files into one shared library, load it, and delete the files (the loaded
     library stays mapped)."""
     host_runtime.library()  # its symbols must be global before the kernel is loaded
+    objects = [object_code] if isinstance(object_code, bytes) else list(object_code)
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        obj = pathlib.Path(tmp) / f"{name}.o"
-        obj.write_bytes(object_code)
+        paths = []
+        for k, code in enumerate(objects):
+            paths.append(pathlib.Path(tmp) / f"{name}{k}.o")
+            paths[-1].write_bytes(code)
         lib = pathlib.Path(tmp) / f"{name}.so"
-        link_host_shared([obj], lib, flags)
+        link_host_shared(paths, lib, flags)
         return ctypes.CDLL(str(lib))
 
 

@@ -47,6 +47,12 @@ def run(cmd: Sequence[str], what: str) -> None:
         )
 
 
+def _headers(sources: Sequence[pathlib.Path]) -> list[pathlib.Path]:
+    """The headers next to the sources and in native/common, which they may include."""
+    folders = {pathlib.Path(src).parent for src in sources} | {NATIVE_DIR / "common"}
+    return sorted(h for folder in folders for h in folder.glob("*.h"))
+
+
 def build_library(
     name: str,
     sources: Sequence[pathlib.Path],
@@ -60,6 +66,8 @@ def build_library(
     digest = hashlib.sha256()
     for src in sources:
         digest.update(pathlib.Path(src).read_bytes())
+    for header in _headers(sources):  # an edited header must rebuild too
+        digest.update(header.read_bytes())
     digest.update(" ".join([cc, *flags, *output_flags]).encode())
     target = cache_dir() / f"{name}-{digest.hexdigest()[:16]}{suffix}"
     if target.exists():

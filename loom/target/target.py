@@ -69,18 +69,25 @@ class Target:
             raise LoomError(f"target must be a string like 'llvm -mcpu=...', got {spec!r}")
         words = shlex.split(spec)
         kind, opts = words[0], {}
-        if kind not in KINDS:
-            raise LoomError(f"unknown target kind {kind!r}; known: {list(KINDS)}")
+        if kind not in KINDS and not _is_backend(kind):
+            from loom.backend.base import _BACKENDS
+
+            raise LoomError(
+                f"unknown target kind {kind!r}; known: {list(KINDS)} and the "
+                f"registered backends {sorted(_BACKENDS)}"
+            )
         for word in words[1:]:
             if not word.startswith("-") or "=" not in word:
                 raise LoomError(f"target option {word!r} must look like -key=value")
             key, value = word[1:].split("=", 1)
             opts[key] = value
-        known = _KIND_OPTIONS[kind] | _COMMON_OPTIONS
+        known = _KIND_OPTIONS.get(kind, {"mtriple", "mcpu", "mattr"}) | _COMMON_OPTIONS
         unknown = set(opts) - known
         if unknown:
-            raise LoomError(f"unknown target options {sorted(unknown)} for {kind}; known: "
-                            f"{', '.join('-' + k for k in sorted(known))}")
+            raise LoomError(
+                f"unknown target options {sorted(unknown)} for {kind}; known: "
+                f"{', '.join('-' + k for k in sorted(known))}"
+            )
         if kind == "hexagon":
             triple, cpu, features = _hexagon(opts)
         else:
@@ -130,8 +137,8 @@ class Target:
 
     @property
     def hexagon_version(self) -> str | None:
-        """"v66", "v73", ... for Hexagon targets, else None."""
-        return self.cpu[len("hexagon"):] if self.kind == "hexagon" else None
+        """ "v66", "v73", ... for Hexagon targets, else None."""
+        return self.cpu[len("hexagon") :] if self.kind == "hexagon" else None
 
     @property
     def runs_in_simulator(self) -> bool:
@@ -174,6 +181,13 @@ class Target:
         return f"Target({str(self)!r})"
 
 
+def _is_backend(kind: str) -> bool:
+    """A registered accelerator backend (its code runs on the host, calling the device)."""
+    from loom.backend.base import is_backend
+
+    return is_backend(kind)
+
+
 def _hexagon(opts: dict[str, str]) -> tuple[str, str, str]:
     """(triple, cpu, features) of a Hexagon target from -mcpu=v66 and -hvx=128|0 (-vtcm stays
     an option)."""
@@ -191,8 +205,9 @@ def _hexagon(opts: dict[str, str]) -> tuple[str, str, str]:
     return HEXAGON_TRIPLE, f"hexagon{version}", features
 
 
-def hexagon(version: str = "v66", hvx: int = 128, vtcm_size: int = DEFAULT_VTCM_BYTES,
-            opt_level: int = 3) -> Target:
+def hexagon(
+    version: str = "v66", hvx: int = 128, vtcm_size: int = DEFAULT_VTCM_BYTES, opt_level: int = 3
+) -> Target:
     """A Hexagon target: `version` v66/v67 (run under qemu-hexagon) or v68/v69/v73 (compile
     only here), HVX vector length in bytes (0: none), VTCM bytes."""
     return Target(f"hexagon -mcpu={version} -hvx={hvx} -vtcm={vtcm_size} -opt-level={opt_level}")

@@ -37,10 +37,12 @@ class _LowerAllocations(Mutator):
         self.target = target
         self.device = target.device
         self.fixed_used: dict[str, int] = {}  # scope -> bytes placed so far
+        self.scopes: dict[str, None] = {}  # every scope allocated in, in order
 
     def visit_Allocate(self, s: Allocate) -> Stmt:
         buf = s.buffer
         scope = memory.get(buf.scope)
+        self.scopes.setdefault(scope.name)
         nbytes = simplify(buf.storage_elements() * buf.dtype.itemsize)
         self._check_capacity(buf, scope, nbytes)
         alignment = max(buf.alignment, scope.alignment)
@@ -54,8 +56,9 @@ class _LowerAllocations(Mutator):
         return self._runtime_allocation(buf, scope, strategy, nbytes, alignment, body)
 
     def _check_capacity(self, buf: Buffer, scope: MemoryScope, nbytes: PrimExpr) -> None:
-        limits = [c for c in (scope.capacity, self.target.memory_capacity(scope.name))
-                  if c is not None]
+        limits = [
+            c for c in (scope.capacity, self.target.memory_capacity(scope.name)) if c is not None
+        ]
         if limits and isinstance(nbytes, IntImm) and nbytes.value > min(limits):
             raise LoomError(
                 f"function {self.func.name}: buffer {buf.name} needs {nbytes.value} "
@@ -129,8 +132,17 @@ class _LowerAllocations(Mutator):
         return strategy.base + offset // unit
 
 
+MEMORIES_ATTR = "memories"
+"""Function attribute: the memory scopes its allocations were placed in. Fixed-address buffers
+leave no trace in the lowered body but a constant pointer, so codegen reads this attribute."""
+
+
 def lower_memory_func(func: PrimFunc, target) -> PrimFunc:
-    return func.with_body(_LowerAllocations(func, target).visit(func.body))
+    lowering = _LowerAllocations(func, target)
+    body = lowering.visit(func.body)
+    known = tuple(func.attr(MEMORIES_ATTR, ()))
+    scopes = tuple(dict.fromkeys([*known, *lowering.scopes]))
+    return func.with_body(body).with_attr(MEMORIES_ATTR, scopes) if scopes else func.with_body(body)
 
 
 def _run(mod: IRModule) -> IRModule:

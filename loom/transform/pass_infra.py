@@ -17,10 +17,11 @@ from typing import Any, TextIO
 from loom.errors import LoomError
 from loom.ir.function import IRModule, PrimFunc
 
-PHASES = ("schedule", "flatten", "vectorize", "final")
-"""Where user passes can be inserted (TVM's add_lower_pass phases 0..3): right after the schedule
-is lowered to loops, after buffers are flattened to 1-d, after vectorization and unrolling, and at
-the end of lowering."""
+PHASES = ("schedule", "flatten", "vectorize", "final", "build")
+"""Where user passes can be inserted (TVM's add_lower_pass phases 0..3, and 4): right after the
+schedule is lowered to loops, after buffers are flattened to 1-d, after vectorization and
+unrolling, at the end of lowering, and (when building for a target) after memory lowering and
+the checks, right before code generation."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,12 +41,18 @@ BUILD = [  # after LOWER, for a target (the module's "target" attribute)
     simplify,
     verify_memory,  # no special-scope allocation left, no access to an inaccessible scope
     check_extern_calls,  # every extern call declared by a runtime library for the device
+    Phase("build"),  # what code generation receives
 ]
 
 
-def expand(pipeline: list, ctx: PassContext) -> list[Pass]:
-    """The pipeline with each phase replaced by the user passes registered for it."""
+def expand(pipeline: list, ctx: PassContext, extra: list[tuple[str, Pass]] = ()) -> list[Pass]:
+    """The pipeline with each phase replaced by the passes for it: a backend's (`extra`), then
+    the user's (PassContext config "tir.add_lower_pass")."""
     out: list[Pass] = []
     for item in pipeline:
-        out.extend(ctx.user_passes(item.name) if isinstance(item, Phase) else [item])
+        if isinstance(item, Phase):
+            out.extend(p for phase, p in extra if phase == item.name)
+            out.extend(ctx.user_passes(item.name))
+        else:
+            out.append(item)
     return out

@@ -20,30 +20,41 @@ def generate_c(mod: IRModule, target: Target, signatures: dict[str, FunctionSign
     return generate(mod, target, signatures)
 
 
-def build_c(mod: IRModule, target: Target) -> NativeModule:
-    """Generate C for every function of `mod` (lowered for `target`, the host), compile it with
-    `cc`, link it with the runtime libraries that provide its undefined symbols and load it."""
+def compile_c(
+    mod: IRModule, target: Target, type_key: str = "c", siblings: dict[str, str] | None = None
+) -> NativeModule:
+    """Generate C for every function of `mod` (lowered for `target`, the host) and compile it
+    with `cc`: a module with its object, not loaded yet. `siblings` (symbol -> type key) are
+    symbols other modules linked into the same library define."""
     if not target.is_host:
         raise LoomError(
-            f"target c compiles with this machine's C compiler, but {target.triple} is not the "
-            "host; use loom.codegen.c.generate_c for the source, or target llvm for that triple"
+            f"target {target.kind} compiles with this machine's C compiler, but {target.triple} "
+            "is not the host; use loom.codegen.c.generate_c for the source, or target llvm for "
+            "that triple"
         )
     signatures = {f.name: signature_of(f, target.alignment) for f in mod}
     source = generate_c(mod, target, signatures)
     name = mod.functions[0].name if len(mod) else "empty"
     object_code = compile_c_object(source, name)
-    providers = resolve_symbols(elf.parse(object_code).undefined_symbols(), target.device)
-    library = load_host_object(object_code, name, link_flags(providers))
+    providers = resolve_symbols(elf.parse(object_code).undefined_symbols(), target.device, siblings)
     return NativeModule(
-        "c",
+        type_key,
         signatures,
         {"c": source, "ir": to_text(mod)},
         target,
-        library,
         object_code=object_code,
         extern_symbols=providers,
         memories=memories_used(mod),
     )
 
 
-__all__ = ["build_c", "generate_c"]
+def build_c(mod: IRModule, target: Target) -> NativeModule:
+    """Generate C for every function of `mod` (lowered for `target`, the host), compile it with
+    `cc`, link it with the runtime libraries that provide its undefined symbols and load it."""
+    module = compile_c(mod, target)
+    name = mod.functions[0].name if len(mod) else "empty"
+    module.library = load_host_object(module.object_code, name, link_flags(module.extern_symbols))
+    return module
+
+
+__all__ = ["build_c", "compile_c", "generate_c"]

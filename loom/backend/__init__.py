@@ -1,0 +1,13 @@
+"""Accelerator back ends: the plug-in API (`Backend`, `register`) and the built-in ones."""
+
+from loom.backend.base import (
+    KERNEL_ATTR,
+    Backend,
+    build_for_backend,
+    get,
+    is_backend,
+    register,
+)
+from loom.backend.base import list_backends as list
+
+__all__ = ["KERNEL_ATTR", "Backend", "build_for_backend", "get", "is_backend", "list", "register"]

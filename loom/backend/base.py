@@ -1,0 +1,152 @@
+"""The accelerator plug-in API: one class declares everything an accelerator adds to loom.
+
+A `Backend` names its target (`loom.build(..., target=<name>)`), the memories of the
+accelerator (memory scopes with fixed address ranges and who may access them), the runtime
+library of its instructions (the symbols generated code may call), its tensor intrinsics,
+its pragma rules (data-movement loops to instructions), its operator strategies (op name ->
+compute and schedule), its passes at named phases, and its code generation. Passes always
+receive the whole IRModule: the host function and the accelerator kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from loom.errors import LoomError
+from loom.ir import op
+from loom.ir.buffer import Buffer
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.stmt import NOP, AssertStmt
+from loom.memory.pragma import PragmaRule
+from loom.memory.scope import MemoryScope
+from loom.runtime import abi
+from loom.runtime.module import Module
+from loom.te.tensorize import TensorIntrin
+from loom.transform.pass_infra import PHASES, Pass, as_pass
+
+KERNEL_ATTR = "backend_kernel"
+"""PrimFunc attribute naming the backend whose kernel the function is."""
+
+
+class Backend:
+    """Override what your accelerator has; the defaults declare nothing."""
+
+    name: str = ""
+    doc: str = ""
+
+    def memories(self) -> list[MemoryScope]:
+        return []
+
+    def libraries(self) -> list[abi.RuntimeLibrary]:
+        return []
+
+    def intrinsics(self) -> dict[str, TensorIntrin]:
+        return {}
+
+    def pragma_rules(self) -> list[PragmaRule]:
+        return []
+
+    def strategies(self) -> dict[str, Callable]:
+        """op name -> function returning (schedule, args) for that operator."""
+        return {}
+
+    def passes(self) -> list[tuple[str, Pass]]:
+        """(phase, pass) pairs: PHASES of the lowering pipeline, or "build" (after memory
+        lowering and the checks)."""
+        return []
+
+    def partition(self, func: PrimFunc) -> IRModule:
+        """The module of one lowered function: by default the whole computation becomes the
+        kernel `<name>_<backend>` and the host function `<name>` calls it."""
+        kernel = func.replace(name=f"{func.name}_{self.name}").with_attr(KERNEL_ATTR, self.name)
+        args = [p.data if isinstance(p, Buffer) else p for p in func.params]
+        call = op.equal(op.call_func(kernel.name, *args), 0)
+        host = PrimFunc(func.name, func.params, AssertStmt(call, None, NOP))
+        return IRModule((host, kernel))
+
+    def codegen(self, mod: IRModule, target) -> Module:
+        raise LoomError(f"backend {self.name} defines no code generation")
+
+    def strategy(self, op_name: str, *args, **kwargs):
+        """(schedule, args) of operator `op_name` on this accelerator."""
+        table = self.strategies()
+        if op_name not in table:
+            raise LoomError(
+                f"backend {self.name} has no strategy for {op_name!r}; it has {sorted(table)}"
+            )
+        return table[op_name](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<loom backend {self.name}>"
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    """Make `backend` available: its memories, runtime libraries and pragma rules are
+    registered, and `target=<backend.name>` builds for it."""
+    from loom import memory
+    from loom.target.target import KINDS
+
+    if not isinstance(backend, Backend):
+        raise TypeError(f"register takes a loom.backend.Backend, got {backend!r}")
+    if not backend.name.isidentifier() or backend.name in KINDS:
+        raise LoomError(
+            f"backend name must be an identifier other than {list(KINDS)}, got {backend.name!r}"
+        )
+    for phase, p in backend.passes():
+        if phase not in (*PHASES, "build"):
+            raise LoomError(
+                f"backend {backend.name}: unknown phase {phase!r} for pass "
+                f"{as_pass(p).name}; phases are {[*PHASES, 'build']}"
+            )
+    for scope in backend.memories():
+        memory.register(scope, replace=True)
+    for lib in backend.libraries():
+        abi.register_library(lib, replace=True)
+    for rule in backend.pragma_rules():
+        memory.register_pragma_rule(rule, replace=True)
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def get(name: str) -> Backend:
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise LoomError(f"no backend {name!r}; registered: {sorted(_BACKENDS)}") from None
+
+
+def list_backends() -> list[Backend]:
+    return [_BACKENDS[n] for n in sorted(_BACKENDS)]
+
+
+def is_backend(name: str) -> bool:
+    return name in _BACKENDS
+
+
+def build_for_backend(backend: Backend, inp, args: Sequence | None, name: str, target) -> Module:
+    """Lower for the backend (its passes at their phases, the whole module each time) and
+    generate its code."""
+    from loom.ir.function import IRModule as _IRModule
+    from loom.te.schedule import Schedule
+    from loom.transform import pipeline
+    from loom.transform.pass_infra import PassContext
+
+    if isinstance(inp, Schedule):
+        if args is None:
+            raise TypeError("build(schedule, args): the argument list is required")
+        from loom.te.lower import lower_schedule
+
+        mod = backend.partition(lower_schedule(inp, list(args), name))
+    elif isinstance(inp, PrimFunc):
+        mod = backend.partition(inp)
+    elif isinstance(inp, _IRModule):
+        mod = inp
+    else:
+        raise TypeError(f"build takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
+    mod = mod.with_attr("target", target)
+    ctx = PassContext.current()
+    passes = pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend.passes())
+    return backend.codegen(ctx.run(passes, mod), target)
