@@ -2,7 +2,8 @@
 
 __version__ = "0.1.0"
 
-from loom import ir, nd, runtime, target, te, transform
+from loom import backend, ir, nd, runtime, target, te, transform
+from loom.backend import npu as _npu  # noqa: F401  (registers the built-in reference NPU)
 from loom.driver import build, lower
 from loom.errors import DeviceError, InterpreterError, LoomError, LoweringError, ScheduleError
 from loom.runtime.session import device
@@ -15,6 +16,7 @@ __all__ = [
     "LoweringError",
     "PassContext",
     "ScheduleError",
+    "backend",
     "build",
     "device",
     "ir",

@@ -1,0 +1,45 @@
+"""The reference NPU's architecture as loom sees it (docs/npu.md): its memories as memory
+scopes, and how buffers in them are addressed."""
+
+from __future__ import annotations
+
+from loom import memory
+from loom.errors import LoomError
+from loom.ir import op
+from loom.ir.buffer import Buffer
+from loom.ir.expr import IntImm, PrimExpr
+from loom.runtime import npu_sim
+
+DIM = npu_sim.DIM
+SPAD = "npu.spad"
+ACC = "npu.acc"
+DEVICE = "npu"
+
+SPAD_SCOPE = memory.MemoryScope(
+    SPAD,
+    memory.FixedAddress(0, npu_sim.SPAD_ROWS * DIM, 8 * DIM, SPAD),
+    alignment=DIM,
+    accessible_from=(DEVICE,),
+    doc=f"the NPU scratchpad: {npu_sim.SPAD_ROWS} rows of {DIM} int8, addressed by row",
+)
+ACC_SCOPE = memory.MemoryScope(
+    ACC,
+    memory.FixedAddress(npu_sim.ACC_BASE, npu_sim.ACC_ROWS * DIM * 4, 32 * DIM, ACC),
+    alignment=4 * DIM,
+    accessible_from=(DEVICE,),
+    doc=f"the NPU accumulator: {npu_sim.ACC_ROWS} rows of {DIM} int32, addressed by row",
+)
+
+
+def row_address(buffer: Buffer, offset: PrimExpr, what: str) -> PrimExpr:
+    """The NPU address of the row holding element `offset` of a scratchpad or accumulator
+    buffer (its data pointer is the address of its first row; every row is DIM elements)."""
+    if buffer.scope not in (SPAD, ACC):
+        raise LoomError(f"{what}: {buffer.name} must be in {SPAD} or {ACC}, not {buffer.scope}")
+    if isinstance(offset, IntImm) and offset.value % DIM:
+        raise LoomError(
+            f"{what}: {buffer.name} starts at element {offset.value}, not at a row "
+            f"(rows are {DIM} elements)"
+        )
+    base = op.cast(buffer.data, "uint64")
+    return op.cast(base + op.cast(op.floordiv(offset, DIM), "uint64"), "uint32")

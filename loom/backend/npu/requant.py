@@ -1,0 +1,59 @@
+"""The NPU's requantization (docs/npu.md, mvout) as an expression, and its recognition.
+
+`requantize(x, multiplier, shift, relu)` is the exact int32 -> int8 conversion that `mvout`
+performs; the pragma rule of `mvout` recognizes it in a copy loop and turns it into
+`config_st` + `mvout`.
+"""
+
+from __future__ import annotations
+
+from loom.ir import op
+from loom.ir.expr import BufferLoad, IntImm, Max, PrimExpr, ShiftRight
+from loom.ir.simplify import simplify
+from loom.ir.visitor import post_order_visit
+
+
+def requantize(x, multiplier: int, shift: int, relu: bool = False) -> PrimExpr:
+    """int8 of (x * multiplier + 2^(shift-1)) >> shift, saturated (and max(., 0) with relu)."""
+    if not 0 <= multiplier < 2**31 or not 0 <= shift <= 31:
+        raise ValueError(
+            f"requantize needs multiplier in [0, 2^31) and shift in [0, 31], got "
+            f"{multiplier}, {shift}"
+        )
+    wide = op.cast(x, "int64") * op.const(multiplier, "int64")
+    if shift:
+        wide = op.shift_right(wide + op.const(1 << (shift - 1), "int64"), op.const(shift, "int64"))
+    y = op.min_(op.max_(wide, op.const(-128, "int64")), op.const(127, "int64"))
+    if relu:
+        y = op.max_(y, op.const(0, "int64"))
+    return op.cast(y, "int8")
+
+
+def match_requantize(value: PrimExpr) -> tuple[BufferLoad, dict] | None:
+    """(the int32 load, {multiplier, shift, relu}) if `value` is requantize(load, ...)."""
+    loads: list[BufferLoad] = []
+    shifts: list[int] = []
+    constants: list[int] = []
+    maxima: list[Max] = []
+
+    def record(n) -> None:
+        if isinstance(n, BufferLoad):
+            loads.append(n)
+        elif isinstance(n, ShiftRight) and isinstance(n.b, IntImm):
+            shifts.append(n.b.value)
+        elif isinstance(n, IntImm) and str(n.dtype) == "int64":
+            constants.append(n.value)
+        elif isinstance(n, Max):
+            maxima.append(n)
+
+    post_order_visit(value, record)
+    if len(loads) != 1 or str(loads[0].dtype) != "int32" or str(value.dtype) != "int8":
+        return None
+    shift = shifts[0] if shifts else 0
+    target = simplify(value)
+    # multiplier 1 (and shift 0) simplify away, so they are never among the constants.
+    for multiplier in dict.fromkeys([*(c for c in constants if 0 <= c < 2**31), 1]):
+        for relu in (False, True):
+            if simplify(requantize(loads[0], multiplier, shift, relu)) == target:
+                return loads[0], {"multiplier": multiplier, "shift": shift, "relu": relu}
+    return None
