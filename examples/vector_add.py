@@ -7,6 +7,7 @@ import numpy as np
 from loom import te
 
 TITLE = "float32 add, A cached per block in scope local, vectorized"
+HEXAGON = True  # make demo also runs it on Hexagon v66 under qemu-hexagon
 N = 4096
 
 

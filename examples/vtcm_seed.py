@@ -9,6 +9,7 @@ import numpy as np
 from loom import te
 
 TITLE = "int8 add with two local.vtcm copies (the VTCM question's program)"
+HEXAGON = True  # make demo also runs it on Hexagon v66 under qemu-hexagon
 
 
 def make():

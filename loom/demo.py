@@ -1,10 +1,13 @@
-"""`make demo`: lower each example of examples/, print its loop program, run it and compare with
-numpy. Run as `python -m loom.demo [example.py ...]`."""
+"""`make demo`: lower each example of examples/, print its loop program, run it on the host and
+compare with numpy; then run on the simulated devices: the examples marked HEXAGON on Hexagon
+v66 under qemu-hexagon, and examples/npu_matmul.py on the reference NPU's simulator.
+Run as `python -m loom.demo [example.py ...]` (only the given examples, host only)."""
 
 from __future__ import annotations
 
 import importlib.util
 import pathlib
+import shutil
 import sys
 import time
 from types import ModuleType
@@ -59,6 +62,46 @@ def run_example(example: ModuleType) -> bool:
     return ok and native_ok
 
 
+HEXAGON_TOOLS = ("clang", "ld.lld", "qemu-hexagon")
+
+
+def run_on_hexagon(examples: list[ModuleType]) -> list[bool]:
+    """Build each example for Hexagon v66 (HVX 128 B) and run it under qemu-hexagon in one
+    device session; the time is measured on the device (emulated, so not the chip's)."""
+    missing = [t for t in HEXAGON_TOOLS if shutil.which(t) is None]
+    if missing:
+        print(f"=== Hexagon: skipped, needs {missing}: run `make setup` (clang, lld, qemu-user)\n")
+        return []
+    target = loom.target.hexagon("v66")
+    results = []
+    with loom.device("hexagon-sim") as dev:
+        for example in examples:
+            name = pathlib.Path(example.__file__).stem
+            print(f"=== on {target} under qemu-hexagon: {example.TITLE}")
+            sch, args = example.make()
+            mod = loom.build(sch, args, target=target, name=name)
+            print(mod.build_report())
+            arrays = example.inputs(np.random.default_rng(0))
+            expected = example.reference(*[a.copy() for a in arrays])
+            loaded = mod.to_device(dev)
+            loaded[name](*arrays)  # numpy arguments are copied in and out
+            ok = _matches(arrays, expected)
+            vtcm = dev.stats()["vtcm"]
+            device_s = loaded.time_evaluator(name, number=5, repeat=1)(*arrays).median
+            print(
+                f"--- device: {_verdict(ok)}; {device_s * 1e6:.0f} us per call (emulated); "
+                f"VTCM so far: {vtcm['allocations']} allocations, {vtcm['frees']} frees, "
+                f"peak {vtcm['peak']} bytes, {vtcm['in_use']} in use\n"
+            )
+            results.append(ok)
+    return results
+
+
+def run_on_npu() -> list[bool]:
+    example = load_example(examples_dir() / "npu_matmul.py")
+    return [example.run()]
+
+
 def _matches(arrays, expected) -> bool:
     return all(
         want is None or np.allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -83,8 +126,12 @@ def _numpy_seconds(example: ModuleType, arrays) -> float:
 
 def main(argv: list[str]) -> int:
     paths = [pathlib.Path(a) for a in argv] or [examples_dir() / name for name in EXAMPLES]
-    results = [run_example(load_example(p)) for p in paths]
-    print(f"{sum(results)} of {len(results)} examples match numpy")
+    examples = [load_example(p) for p in paths]
+    results = [run_example(example) for example in examples]
+    if not argv:
+        results += run_on_hexagon([e for e in examples if getattr(e, "HEXAGON", False)])
+        results += run_on_npu()
+    print(f"{sum(results)} of {len(results)} runs match their numpy reference")
     return 0 if all(results) else 1
 
 

@@ -1,0 +1,34 @@
+"""The examples `make demo` runs: every one matches its numpy reference, on the host and on the
+simulated devices."""
+
+import subprocess
+import sys
+
+from loom import demo
+
+from .hexagon.conftest import requires_hexagon
+
+
+def test_host_examples_match_numpy(capsys):
+    paths = [demo.examples_dir() / name for name in demo.EXAMPLES]
+    assert demo.main([str(p) for p in paths]) == 0
+    assert f"{len(paths)} of {len(paths)} runs match" in capsys.readouterr().out
+
+
+@requires_hexagon
+def test_hexagon_examples_run_under_qemu(capsys):
+    examples = [demo.load_example(demo.examples_dir() / name) for name in demo.EXAMPLES]
+    marked = [e for e in examples if getattr(e, "HEXAGON", False)]
+    assert marked and demo.run_on_hexagon(marked) == [True] * len(marked)
+    assert "HexagonBackendAllocateVTCM  <- loom_device_runtime" in capsys.readouterr().out
+
+
+def test_npu_example_prints_utilization_for_a_shape_not_a_multiple_of_dim():
+    out = subprocess.run(
+        [sys.executable, str(demo.examples_dir() / "npu_matmul.py"), "40", "24", "70"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "matches the numpy integer reference" in out
+    assert "array utilization" in out and "void *const acc = " in out
