@@ -102,6 +102,26 @@ class Module:
         self.type_key = type_key
         self.signatures = dict(signatures)
         self.imports: list[Module] = list(imports)
+        # what the build knows about the code; subclasses that compile code set them
+        self.target = None
+        self.extern_symbols: dict[str, str] = {}  # undefined symbol -> runtime library
+        self.memories: tuple[str, ...] = ()  # memory scopes its allocations use
+
+    def build_report(self) -> str:
+        """What the build produced: functions, memories, and each undefined symbol of the
+        object with the runtime library that resolves it."""
+        lines = [
+            f"module {self.type_key}" + (f" for {self.target}" if self.target is not None else "")
+        ]
+        lines += [f"  function {sig.describe()}" for sig in self.signatures.values()]
+        if self.memories:
+            lines.append(f"  memories: {', '.join(self.memories)}")
+        lines.append("  undefined symbols:" if self.extern_symbols else "  no undefined symbols")
+        width = max((len(s) for s in self.extern_symbols), default=0)
+        lines += [f"    {sym.ljust(width)}  <- {lib}" for sym, lib in self.extern_symbols.items()]
+        for m in self.imports:  # each imported module's own report, indented under it
+            lines += ["  imports " + m.build_report().replace("\n", "\n  ")]
+        return "\n".join(lines)
 
     def import_module(self, module: Module) -> None:
         """Make `module` a child of this one (exported and loaded with it)."""
@@ -239,19 +259,6 @@ class NativeModule(Module):
                 f"{self.function_names()}; call one by name: mod[name](...)"
             )
         self.get_function(next(iter(self.signatures)))(*args)
-
-    def build_report(self) -> str:
-        """What the build produced: functions, memories, and each undefined symbol of the
-        object with the runtime library that resolves it."""
-        lines = [f"module {self.type_key} for {self.target}"]
-        lines += [f"  function {sig.describe()}" for sig in self.signatures.values()]
-        if self.memories:
-            lines.append(f"  memories: {', '.join(self.memories)}")
-        lines.append("  undefined symbols:" if self.extern_symbols else "  no undefined symbols")
-        width = max((len(s) for s in self.extern_symbols), default=0)
-        lines += [f"    {sym.ljust(width)}  <- {lib}" for sym, lib in self.extern_symbols.items()]
-        lines += [f"  imports module {m.type_key}" for m in self.imports]
-        return "\n".join(lines)
 
     def get_source(self, fmt: str = "ll") -> str:
         """Generated code: "ir" (the final loop IR), "ll" (LLVM IR), "asm", or "c"."""
