@@ -7,7 +7,7 @@ from loom import memory
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
-from loom.ir.expr import IntImm, PrimExpr
+from loom.ir.expr import Call, IntImm, PrimExpr
 from loom.runtime import npu_sim
 
 DIM = npu_sim.DIM
@@ -43,3 +43,11 @@ def row_address(buffer: Buffer, offset: PrimExpr, what: str) -> PrimExpr:
         )
     base = op.cast(buffer.data, "uint64")
     return op.cast(base + op.cast(op.floordiv(offset, DIM), "uint64"), "uint32")
+
+
+def instruction_call(name: str, *args) -> Call:
+    """A call of the NPU instruction `name`, each argument cast to its declared type (the
+    instruction library in loom.runtime.npu_sim declares them)."""
+    sym = npu_sim.LIBRARY.symbol(name)
+    converted = tuple(op.cast(a, t) for a, (_, t) in zip(args, sym.params))
+    return Call("int32", name, converted, "extern")

@@ -6,20 +6,16 @@ from __future__ import annotations
 from loom import te
 from loom.errors import LoomError
 from loom.ir import op
-from loom.ir.expr import Call, IntImm, PrimExpr
+from loom.ir.expr import IntImm, PrimExpr
 from loom.ir.stmt import NOP, AssertStmt, Stmt, seq
 from loom.te.tensorize import Region, TensorIntrin, TensorizeCall, decl_tensor_intrin
 
-from .arch import DIM, row_address
+from .arch import DIM, instruction_call, row_address
 
 
 def instruction(name: str, *args) -> Stmt:
     """Issue an NPU instruction; a non-zero status fails with the simulator's last error."""
-    from loom.runtime import npu_sim
-
-    sym = npu_sim.LIBRARY.symbol(name)
-    converted = tuple(op.cast(a, t) for a, (_, t) in zip(args, sym.params))
-    return AssertStmt(op.equal(Call("int32", name, converted, "extern"), 0), None, NOP)
+    return AssertStmt(op.equal(instruction_call(name, *args), 0), None, NOP)
 
 
 def _rows(region: Region, axis: str, what: str) -> None:

@@ -16,17 +16,8 @@ from loom.ir.expr import Call, IntImm, PrimExpr
 from loom.memory.pragma import PragmaRule
 from loom.transform.lower_pragma import CopyNest
 
-from .arch import ACC, DIM, SPAD, row_address
+from .arch import ACC, DIM, SPAD, instruction_call, row_address
 from .requant import match_requantize
-
-
-def _extern(name: str, *args) -> Call:
-    from loom.runtime import npu_sim
-
-    sym = npu_sim.LIBRARY.symbol(name)
-    return Call(
-        "int32", name, tuple(op.cast(a, t) for a, (_, t) in zip(args, sym.params)), "extern"
-    )
 
 
 def _host_address(nest: CopyNest, buffer, offset) -> PrimExpr:
@@ -78,8 +69,8 @@ def _mvin(nest: CopyNest) -> list[Call]:
         )
     rows, cols, stride = _shape(nest, "dst", "npu_mvin")
     return [
-        _extern("npu_config_ld", stride * nest.src.dtype.itemsize),
-        _extern(
+        instruction_call("npu_config_ld", stride * nest.src.dtype.itemsize),
+        instruction_call(
             "npu_mvin",
             _host_address(nest, nest.src, nest.src_offset),
             row_address(nest.dst, nest.dst_offset, "npu_mvin"),
@@ -100,8 +91,8 @@ def _mvout(nest: CopyNest) -> list[Call]:
     rows, cols, stride = _shape(nest, "src", "npu_mvout")
     p = nest.params
     return [
-        _extern("npu_config_st", stride, p["multiplier"], p["shift"], int(p["relu"])),
-        _extern(
+        instruction_call("npu_config_st", stride, p["multiplier"], p["shift"], int(p["relu"])),
+        instruction_call(
             "npu_mvout",
             _host_address(nest, nest.dst, nest.dst_offset),
             row_address(nest.src, nest.src_offset, "npu_mvout"),
