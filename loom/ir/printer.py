@@ -7,6 +7,8 @@ prints with the parameter's name.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from loom.ir import expr as E
@@ -45,6 +47,14 @@ def _const_text(value, dt: DataType) -> str:
         return str(value)
     return f"{dt}({value})"
 
+
+
+def _attr_text(value) -> str:
+    """An attribute value as JSON when it is plain data (strings, numbers, lists), else repr."""
+    try:
+        return json.dumps(value)
+    except TypeError:
+        return repr(value)
 
 class _Printer:
     def __init__(self) -> None:
@@ -97,7 +107,7 @@ class _Printer:
         header = f"@{f.name} = primfn({', '.join(params)}) {{"
         self.lines = [header]
         if f.attrs:
-            items = ", ".join(f'"{k}": {v!r}' for k, v in f.attrs)
+            items = ", ".join(f'"{k}": {_attr_text(v)}' for k, v in f.attrs)
             self.lines.insert(0, f"# attrs: {{{items}}}")
         self.stmt(f.body, 1)
         self.lines.append("}")
