@@ -24,6 +24,8 @@ def lower(
     The passes run under the current `PassContext`, which may insert user passes at the phases
     of `loom.transform.pipeline.LOWER`. With a `target`, the target passes of `pipeline.BUILD`
     run too (memory scopes, pragmas, checks): the result is what the code generator receives.
+    For an accelerator backend's target, the function is first split into the host function
+    and the kernels (`Backend.partition`), and the backend's passes run at their phases.
     """
     if isinstance(inp, Schedule):
         if args is None:
@@ -40,11 +42,24 @@ def lower(
     else:
         raise TypeError(f"lower takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
     ctx = PassContext.current()
-    passes = pipeline.LOWER
-    if target is not None:
-        mod = mod.with_attr("target", as_target(target))
-        passes = pipeline.LOWER + pipeline.BUILD
-    return ctx.run(pipeline.expand(passes, ctx), mod)
+    if target is None:
+        return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)
+    target = as_target(target)
+    backend = _backend_of(target)
+    backend_passes = []
+    if backend is not None:
+        if not isinstance(inp, IRModule):  # a module given whole is already partitioned
+            mod = backend.partition(mod.functions[0])
+        backend_passes = backend.passes()
+    mod = mod.with_attr("target", target)
+    return ctx.run(pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend_passes), mod)
+
+
+def _backend_of(target: Target):
+    """The registered accelerator backend `target` names, if any."""
+    from loom import backend
+
+    return backend.get(target.kind) if backend.is_backend(target.kind) else None
 
 
 def build(
@@ -59,13 +74,10 @@ def build(
     compiled by the system compiler), or a Target.
     """
     target = as_target(target)
-    from loom.backend.base import build_for_backend, is_backend
-
-    if is_backend(target.kind):
-        from loom.backend import get as get_backend
-
-        return build_for_backend(get_backend(target.kind), inp, args, name, target)
     mod = lower(inp, args, name, target=target)
+    backend = _backend_of(target)
+    if backend is not None:
+        return backend.codegen(mod, target)
     if target.kind == "c":
         from loom.codegen.c import build_c
 

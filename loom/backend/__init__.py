@@ -3,11 +3,10 @@
 from loom.backend.base import (
     KERNEL_ATTR,
     Backend,
-    build_for_backend,
     get,
     is_backend,
     register,
 )
 from loom.backend.base import list_backends as list
 
-__all__ = ["KERNEL_ATTR", "Backend", "build_for_backend", "get", "is_backend", "list", "register"]
+__all__ = ["KERNEL_ATTR", "Backend", "get", "is_backend", "list", "register"]

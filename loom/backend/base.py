@@ -10,7 +10,7 @@ receive the whole IRModule: the host function and the accelerator kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from loom.errors import LoomError
 from loom.ir import op
@@ -124,29 +124,3 @@ def list_backends() -> list[Backend]:
 
 def is_backend(name: str) -> bool:
     return name in _BACKENDS
-
-
-def build_for_backend(backend: Backend, inp, args: Sequence | None, name: str, target) -> Module:
-    """Lower for the backend (its passes at their phases, the whole module each time) and
-    generate its code."""
-    from loom.ir.function import IRModule as _IRModule
-    from loom.te.schedule import Schedule
-    from loom.transform import pipeline
-    from loom.transform.pass_infra import PassContext
-
-    if isinstance(inp, Schedule):
-        if args is None:
-            raise TypeError("build(schedule, args): the argument list is required")
-        from loom.te.lower import lower_schedule
-
-        mod = backend.partition(lower_schedule(inp, list(args), name))
-    elif isinstance(inp, PrimFunc):
-        mod = backend.partition(inp)
-    elif isinstance(inp, _IRModule):
-        mod = inp
-    else:
-        raise TypeError(f"build takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
-    mod = mod.with_attr("target", target)
-    ctx = PassContext.current()
-    passes = pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend.passes())
-    return backend.codegen(ctx.run(passes, mod), target)

@@ -48,13 +48,13 @@ def _const_text(value, dt: DataType) -> str:
     return f"{dt}({value})"
 
 
-
 def _attr_text(value) -> str:
     """An attribute value as JSON when it is plain data (strings, numbers, lists), else repr."""
     try:
         return json.dumps(value)
     except TypeError:
         return repr(value)
+
 
 class _Printer:
     def __init__(self) -> None:

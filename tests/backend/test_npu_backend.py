@@ -225,3 +225,12 @@ def test_npu_requantize_matches_the_interpreter():
     y = np.zeros(64, np.int8)
     loom.ir.interpret(loom.lower(te.create_schedule(Y.op), [X, Y]), x, y)
     np.testing.assert_array_equal(y, ref.requantize(x, 12345, 13, True))
+
+
+def test_lower_for_the_npu_gives_what_its_code_generation_receives():
+    mod = loom.lower(*npu.BACKEND.strategy("matmul", 16, 16, 16), name="mm", target="npu")
+    assert mod.names() == ["mm", "mm_npu"]
+    assert mod["mm_npu"].attr(loom.backend.KERNEL_ATTR) == "npu"
+    text = str(mod)
+    assert 'call_func("mm_npu", A, B, bias, C)' in text
+    assert 'call_extern("npu_compute"' in text and "loom_alloc" not in text
