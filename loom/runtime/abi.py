@@ -37,16 +37,33 @@ _C_TYPES = {
 @dataclasses.dataclass(frozen=True)
 class ExternSymbol:
     """A C function: return dtype ("void" allowed), parameters as (name, dtype) pairs, and
-    whether it sets loom's last error when it fails (returns NULL or non-zero)."""
+    whether it sets loom's last error when it fails (returns NULL or non-zero). `reads_only`
+    names the pointer parameters it only reads through (`const void *`): an array passed
+    there is an input of the calling function, not an output."""
 
     name: str
     ret: str
     params: tuple[tuple[str, str], ...] = ()
     sets_last_error: bool = False
     doc: str = ""
+    reads_only: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        pointers = {n for n, t in self.params if t == "handle"}
+        if not set(self.reads_only) <= pointers:
+            raise ValueError(
+                f"{self.name}: reads_only names {sorted(set(self.reads_only) - pointers)}, "
+                f"which are not pointer (handle) parameters"
+            )
 
     def c_declaration(self) -> str:
-        args = ", ".join(f"{_C_TYPES[t]} {n}" for n, t in self.params) or "void"
+        args = (
+            ", ".join(
+                f"{'const ' if n in self.reads_only else ''}{_C_TYPES[t]} {n}"
+                for n, t in self.params
+            )
+            or "void"
+        )
         ret = _C_TYPES[self.ret]
         sep = "" if ret.endswith("*") else " "
         return f"{ret}{sep}{self.name}({args})"
@@ -110,6 +127,17 @@ def provider(name: str, device: str) -> RuntimeLibrary | None:
     return None
 
 
+def read_only_params(name: str) -> set[int]:
+    """Indices of the parameters of extern symbol `name` that every declaration of it marks
+    read-only (none if it is not declared)."""
+    decls = [s for lib in _LIBRARIES.values() if (s := lib.symbol(name)) is not None]
+    if not decls:
+        return set()
+    return set.intersection(
+        *({k for k, (n, _) in enumerate(d.params) if n in d.reads_only} for d in decls)
+    )
+
+
 def similar_symbols(name: str, device: str | None = None) -> list[str]:
     """'symbol (library)' for declared names close to `name`."""
     pairs = {
@@ -138,12 +166,18 @@ def lookup(name: str, device: str, caller: str) -> tuple[RuntimeLibrary, ExternS
     )
 
 
-def _sym(decl: str, sets_last_error: bool = False, doc: str = "") -> ExternSymbol:
-    """ExternSymbol from 'ret name(type name, ...)' with loom dtype names."""
+def parse_declaration(decl: str, sets_last_error: bool = False, doc: str = "") -> ExternSymbol:
+    """ExternSymbol from 'ret name(type name, ...)' with loom dtype names; 'const handle p'
+    declares a pointer parameter it only reads."""
     head, args = decl.rstrip(")").split("(", 1)
     ret, name = head.split()
-    params = tuple((p.split()[1], p.split()[0]) for p in args.split(",") if p.strip())
-    return ExternSymbol(name, ret, params, sets_last_error, doc)
+    params, reads_only = [], []
+    for words in (p.split() for p in args.split(",") if p.strip()):
+        if words[0] == "const":
+            words = words[1:]
+            reads_only.append(words[1])
+        params.append((words[1], words[0]))
+    return ExternSymbol(name, ret, tuple(params), sets_last_error, doc, tuple(reads_only))
 
 
 def _host_runtime_flags() -> list[str]:
@@ -153,24 +187,26 @@ def _host_runtime_flags() -> list[str]:
 
 
 RUNTIME_SYMBOLS = (
-    _sym("void loom_set_last_error(handle message)"),
-    _sym("handle loom_get_last_error()"),
-    _sym(
+    parse_declaration("void loom_set_last_error(handle message)"),
+    parse_declaration("handle loom_get_last_error()"),
+    parse_declaration(
         "handle loom_alloc(int64 nbytes, int64 alignment)",
         True,
         "aligned workspace memory; NULL and the last error on failure",
     ),
-    _sym("void loom_free(handle ptr)"),
-    _sym("int32 loom_parallel_launch(handle task, handle closure, int32 num_tasks)", True),
-    _sym("int32 loom_get_num_threads()"),
-    _sym(
+    parse_declaration("void loom_free(handle ptr)"),
+    parse_declaration(
+        "int32 loom_parallel_launch(handle task, handle closure, int32 num_tasks)", True
+    ),
+    parse_declaration("int32 loom_get_num_threads()"),
+    parse_declaration(
         "handle HexagonBackendAllocateVTCM(uint32 nbytes, uint32 alignment)",
         True,
         "first fit in the VTCM region (an emulated arena on the host)",
     ),
-    _sym("int32 HexagonBackendFreeVTCM(handle ptr)", True),
-    _sym("handle loom_vtcm_alloc(uint32 nbytes, uint32 alignment)", True),
-    _sym("int32 loom_vtcm_free(handle ptr)", True),
+    parse_declaration("int32 HexagonBackendFreeVTCM(handle ptr)", True),
+    parse_declaration("handle loom_vtcm_alloc(uint32 nbytes, uint32 alignment)", True),
+    parse_declaration("int32 loom_vtcm_free(handle ptr)", True),
 )
 """What loom's runtimes provide to generated code, on the host and on devices alike."""
 
@@ -178,7 +214,7 @@ HOST_RUNTIME = register_library(
     RuntimeLibrary(
         "loom_host_runtime",
         ("cpu",),
-        symbols=(*RUNTIME_SYMBOLS, _sym("int32 loom_set_num_threads(int32 n)")),
+        symbols=(*RUNTIME_SYMBOLS, parse_declaration("int32 loom_set_num_threads(int32 n)")),
         doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
         link_flags=_host_runtime_flags,
     )
@@ -190,9 +226,9 @@ DEVICE_RUNTIME = register_library(
         ("hexagon",),
         symbols=(
             *RUNTIME_SYMBOLS,
-            _sym("handle memcpy(handle dst, handle src, uint32 n)"),
-            _sym("handle memmove(handle dst, handle src, uint32 n)"),
-            _sym("handle memset(handle dst, int32 value, uint32 n)"),
+            parse_declaration("handle memcpy(handle dst, handle src, uint32 n)"),
+            parse_declaration("handle memmove(handle dst, handle src, uint32 n)"),
+            parse_declaration("handle memset(handle dst, int32 value, uint32 n)"),
         ),
         doc="loom's freestanding device runtime (loom/runtime/native/device): modules loaded into "
         "a device session resolve their imports against it",
@@ -224,18 +260,18 @@ LIBM = register_library(
         "libm",
         ("cpu",),
         symbols=tuple(
-            [_sym(f"float32 {f}f(float32 x)") for f in _MATH1]
-            + [_sym(f"float64 {f}(float64 x)") for f in _MATH1]
+            [parse_declaration(f"float32 {f}f(float32 x)") for f in _MATH1]
+            + [parse_declaration(f"float64 {f}(float64 x)") for f in _MATH1]
             + [
-                _sym("float32 powf(float32 x, float32 y)"),
-                _sym("float64 pow(float64 x, float64 y)"),
-                _sym("float32 fmodf(float32 x, float32 y)"),
-                _sym("float64 fmod(float64 x, float64 y)"),
-                _sym(
+                parse_declaration("float32 powf(float32 x, float32 y)"),
+                parse_declaration("float64 pow(float64 x, float64 y)"),
+                parse_declaration("float32 fmodf(float32 x, float32 y)"),
+                parse_declaration("float64 fmod(float64 x, float64 y)"),
+                parse_declaration(
                     "void sincosf(float32 x, handle sin, handle cos)",
                     doc="compilers merge sinf(x) and cosf(x) into one call",
                 ),
-                _sym("void sincos(float64 x, handle sin, handle cos)"),
+                parse_declaration("void sincos(float64 x, handle sin, handle cos)"),
             ]
         ),
         doc="the C math library",
@@ -248,9 +284,9 @@ LIBC = register_library(
         "libc",
         ("cpu",),
         symbols=(
-            _sym("handle memcpy(handle dst, handle src, uint64 n)"),
-            _sym("handle memmove(handle dst, handle src, uint64 n)"),
-            _sym("handle memset(handle dst, int32 value, uint64 n)"),
+            parse_declaration("handle memcpy(handle dst, const handle src, uint64 n)"),
+            parse_declaration("handle memmove(handle dst, const handle src, uint64 n)"),
+            parse_declaration("handle memset(handle dst, int32 value, uint64 n)"),
         ),
         doc="the C library's memory functions (LLVM turns copy and fill loops into them)",
         link_flags=None,

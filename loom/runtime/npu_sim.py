@@ -88,6 +88,8 @@ def library() -> ctypes.CDLL:
         "npu_preload": [u32, i32, i32, u32, i32, i32, i32],
         "npu_compute": [u32, i32, i32],
         "npu_fence": [],
+        "npu_acquire": [],
+        "npu_release": [],
         "npu_read_memory": [u32, i32, ptr],
     }
     for name, types in argtypes.items():
@@ -109,9 +111,8 @@ def _link_flags() -> list[str]:
 
 
 def _instruction(name: str, params: str, doc: str) -> abi.ExternSymbol:
-    """An instruction's declaration: int32 name(params), params as 'dtype name, ...'."""
-    pairs = tuple((p.split()[1], p.split()[0]) for p in params.split(",") if p.strip())
-    return abi.ExternSymbol(name, "int32", pairs, sets_last_error=True, doc=doc)
+    """An instruction's declaration: int32 name(params), params as '[const] dtype name, ...'."""
+    return abi.parse_declaration(f"int32 {name}({params})", sets_last_error=True, doc=doc)
 
 
 LIBRARY = abi.RuntimeLibrary(
@@ -127,7 +128,7 @@ LIBRARY = abi.RuntimeLibrary(
         _instruction("npu_config_ex", "int32 dataflow", "the dataflow (0: weight stationary)"),
         _instruction(
             "npu_mvin",
-            "handle dram, uint32 addr, int32 rows, int32 cols",
+            "const handle dram, uint32 addr, int32 rows, int32 cols",
             "DRAM rows into the scratchpad (int8) or the accumulator (int32), zero-filled",
         ),
         _instruction(
@@ -147,6 +148,8 @@ LIBRARY = abi.RuntimeLibrary(
             "acc[c + r] (+)= A[r] x W for the rows of A at scratchpad address a",
         ),
         _instruction("npu_fence", "", "wait until every instruction has finished"),
+        _instruction("npu_acquire", "", "wait until this thread owns the NPU"),
+        _instruction("npu_release", "", "let the next thread own the NPU"),
     ),
     doc="the reference NPU's instructions (docs/npu.md), provided by its simulator "
     "(loom/runtime/native/npu) or a vendor's library with the same symbols",
@@ -351,3 +354,13 @@ def compute(a: int, a_rows: int, a_cols: int) -> None:
 def fence() -> None:
     """Wait until every instruction has finished."""
     _run(library().npu_fence())
+
+
+def acquire() -> None:
+    """Wait until this thread owns the NPU (kernels built by loom do this themselves)."""
+    _run(library().npu_acquire())
+
+
+def release() -> None:
+    """Let the next thread own the NPU; only its owner may."""
+    _run(library().npu_release())

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
 from loom.ir.buffer import Buffer
 from loom.ir.dtype import dtype as to_dtype
 from loom.ir.expr import Call, Var
-from loom.ir.function import PrimFunc
+from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import BufferStore
 from loom.ir.visitor import post_order_visit
+from loom.runtime import abi
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,26 +68,57 @@ class FunctionSignature:
         return f"{self.name}({', '.join(parts)})"
 
 
-def written_buffers(func: PrimFunc) -> set[Var]:
-    """Data variables of buffers the function stores to, or whose address it gives away (to
-    an extern call or another function, which may write through it)."""
+def written_buffers(
+    func: PrimFunc, callees: Mapping[str, FunctionSignature] | None = None
+) -> set[Var]:
+    """Data variables of buffers the function stores to, or whose address it gives to a call
+    that may write through it: an extern symbol's parameter not declared read-only, or a
+    parameter of another function that writes it (of a function not in `callees`: any)."""
+    callees = callees or {}
+    only_read: set[int] = set()  # ids of address_of calls passed where nothing is written
+
+    def read_only_args(call: Call) -> set[int]:
+        if call.kind == "func":
+            sig = callees.get(call.op)
+            if sig is None:
+                return set()
+            return {k for k, p in enumerate(sig.params) if p.is_buffer and not p.written}
+        return abi.read_only_params(call.op)
+
+    def find_read_only(n) -> None:
+        if isinstance(n, Call) and n.kind != "intrin":
+            for k in read_only_args(n):
+                arg = n.args[k] if k < len(n.args) else None
+                if isinstance(arg, Call) and arg.op == "address_of":
+                    only_read.add(id(arg))
+
     written: set[Var] = set()
 
     def record(n) -> None:
         if isinstance(n, BufferStore):
             written.add(n.buffer.data)
         elif isinstance(n, Call) and n.op == "address_of":
-            written.add(n.args[0].buffer.data)
+            if id(n) not in only_read:
+                written.add(n.args[0].buffer.data)
         elif isinstance(n, Call) and n.kind != "intrin":
-            written.update(a for a in n.args if isinstance(a, Var) and a.dtype.is_handle)
+            read = read_only_args(n)
+            written.update(
+                a
+                for k, a in enumerate(n.args)
+                if k not in read and isinstance(a, Var) and a.dtype.is_handle
+            )
 
+    post_order_visit(func.body, find_read_only)
     post_order_visit(func.body, record)
     return written
 
 
-def signature_of(func: PrimFunc, alignment: int) -> FunctionSignature:
-    """The signature of `func`; buffers without a declared alignment get `alignment`."""
-    written = written_buffers(func)
+def signature_of(
+    func: PrimFunc, alignment: int, callees: Mapping[str, FunctionSignature] | None = None
+) -> FunctionSignature:
+    """The signature of `func`; buffers without a declared alignment get `alignment`;
+    `callees` are the signatures of functions it calls."""
+    written = written_buffers(func, callees)
     params = []
     for p in func.params:
         if isinstance(p, Buffer):
@@ -101,6 +134,33 @@ def signature_of(func: PrimFunc, alignment: int) -> FunctionSignature:
         else:
             params.append(ParamSpec(p.name, str(p.dtype)))
     return FunctionSignature(func.name, tuple(params))
+
+
+def module_signatures(
+    mod: IRModule, alignment: int, callees: Mapping[str, FunctionSignature] | None = None
+) -> dict[str, FunctionSignature]:
+    """The signatures of every function of `mod`, each computed after those of the functions
+    it calls (in `mod`, or given in `callees`), so arrays passed on only to be read stay
+    inputs."""
+    by_name = {f.name: f for f in mod}
+    done: dict[str, FunctionSignature] = dict(callees or {})
+
+    def compute(func: PrimFunc, visiting: set[str]) -> None:
+        visiting.add(func.name)
+        calls: list[str] = []
+        post_order_visit(
+            func.body,
+            lambda n: calls.append(n.op) if isinstance(n, Call) and n.kind == "func" else None,
+        )
+        for name in calls:
+            if name in by_name and name not in done and name not in visiting:
+                compute(by_name[name], visiting)  # a cycle leaves the callee conservative
+        done[func.name] = signature_of(func, alignment, done)
+
+    for func in mod:
+        if func.name not in done:
+            compute(func, set())
+    return {f.name: done[f.name] for f in mod}
 
 
 _CTYPES = {

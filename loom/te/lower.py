@@ -171,6 +171,8 @@ class _Lowering:
             body,
             flat_access,
             region_guards,
+            # the ranges of the loops around the region simplify its operands' offsets
+            {iv.var: IntBound(0, bounds.extent[iv] - 1) for iv in leaves[:pos]},
         )
         stmts = intrin.lower(call)
         needed = ("reset", "update") if isinstance(body, Reduce) else ("body",)

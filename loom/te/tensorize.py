@@ -13,10 +13,11 @@ split that does not divide become extents smaller than the declared ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from loom.errors import ScheduleError
 from loom.ir import op as irop
+from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer
 from loom.ir.expr import LT, And, Call, FloatImm, IntImm, PrimExpr, StringImm, Var
 from loom.ir.simplify import simplify
@@ -208,11 +209,13 @@ def match_region(
     stage_body: PrimExpr,
     flat_access: Callable[[ProducerLoad | None], tuple],
     guards: list[PrimExpr],
+    outer_bounds: Mapping[Var, IntBound] | None = None,
 ) -> TensorizeCall:
     """The TensorizeCall of a stage's region, or a ScheduleError naming what does not match.
 
     `flat_access(load)` gives (buffer, flattened index in the leaf loop variables) of a read of
-    the stage's body (None: the stage's own output); `guards` are the conditions of the nest.
+    the stage's body (None: the stage's own output); `guards` are the conditions of the nest;
+    `outer_bounds` the ranges of the loops around the region.
     """
     where = f"stage {stage.name}: tensorize with {intrin.name}"
     m = _Matcher(stage, intrin, where)
@@ -224,6 +227,7 @@ def match_region(
     def region(load: ProducerLoad | None, ipattern: dict[str, int], what: str) -> Region:
         buf, index = flat_access(load)
         offset, coefs = _affine(index, variables)
+        offset = simplify(offset, outer_bounds)
         strides = {}
         for name, c in zip(names, coefs):
             if not isinstance(c, IntImm):

@@ -171,6 +171,7 @@ def expected_matmul_counters(m, n, k):
         "config": tiles * (1 + 2 * ktiles + 1),
         "bytes_in": tiles * (DIM * DIM * 4 + ktiles * 2 * DIM * DIM),
         "bytes_out": m * n,
+        "fence": 1,  # the kernel's last instruction
     }
 
 

@@ -9,6 +9,7 @@ against Python's exact integers, and a tiled matmul against numpy's integer prod
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -224,7 +225,7 @@ def test_constants_mirror_the_header():
 def test_abi_declares_every_instruction_as_the_header_does():
     assert abi.get_library("npu_simulator") == npu.LIBRARY
     prototypes = re.findall(r"^int32_t (npu_\w+)\(([^)]*)\);", header_text(), re.M | re.S)
-    declared = {name: " ".join(params.replace("const ", "").split()) for name, params in prototypes}
+    declared = {name: " ".join(params.split()) for name, params in prototypes}  # const too
     declared.pop("npu_read_memory")  # a simulator control, not an instruction
     assert {s.name for s in npu.LIBRARY.symbols} == set(declared)
     for symbol in npu.LIBRARY.symbols:
@@ -819,3 +820,29 @@ def test_counters_follow_the_cycle_model(rng):
     }
     assert npu.utilization(counts) == counts["macs"] / (cycles * DIM * DIM)
     assert npu.utilization({"cycles": 0, "macs": 0}) == 0.0
+
+
+def test_only_one_thread_owns_the_npu_and_only_the_owner_releases_it():
+    with pytest.raises(LoomError, match=r"npu_release: this thread does not own the NPU"):
+        npu.release()
+    npu.acquire()
+    try:
+        with pytest.raises(LoomError, match=r"npu_acquire: this thread already owns the NPU"):
+            npu.acquire()
+        other = []
+        thread = threading.Thread(target=lambda: other.append(_release_elsewhere()))
+        thread.start()
+        thread.join()
+        assert other == ["npu_release: this thread does not own the NPU"]
+    finally:
+        npu.release()
+    npu.acquire()  # free again
+    npu.release()
+
+
+def _release_elsewhere() -> str:
+    try:
+        npu.release()
+    except LoomError as e:
+        return str(e)
+    return "released"

@@ -8,10 +8,11 @@ intrinsic, and the matmul and conv2d strategies.
 from __future__ import annotations
 
 from loom.backend.base import Backend, register
+from loom.ir.function import IRModule
 from loom.runtime import npu_sim
 
-from . import arch, codegen, ops, rules
-from .intrinsics import gemm
+from . import arch, codegen, kernels, ops, rules
+from .intrinsics import GEMM, GEMM_BIAS, gemm
 from .requant import match_requantize, requantize
 
 
@@ -29,7 +30,7 @@ class NPUBackend(Backend):
         return [npu_sim.LIBRARY]
 
     def intrinsics(self):
-        return {"npu_gemm": gemm(False), "npu_gemm_bias": gemm(True)}
+        return {"npu_gemm": GEMM, "npu_gemm_bias": GEMM_BIAS}
 
     def pragma_rules(self):
         return [rules.MVIN, rules.MVOUT]
@@ -38,7 +39,11 @@ class NPUBackend(Backend):
         return {"matmul": ops.matmul, "conv2d": ops.conv2d_nhwc}
 
     def passes(self):
-        return list(self.extra_passes)
+        return [("build", kernels.no_parallel_instructions), *self.extra_passes]
+
+    def partition(self, func):
+        host, kernel = super().partition(func)
+        return IRModule((host, kernels.owned(kernel)))
 
     def codegen(self, mod, target):
         npu_sim.library()  # the instructions' library must be loaded before the kernels

@@ -7,7 +7,8 @@ from loom import memory
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
-from loom.ir.expr import Call, IntImm, PrimExpr
+from loom.ir.expr import Call, PrimExpr
+from loom.ir.linear import linearize
 from loom.runtime import npu_sim
 
 DIM = npu_sim.DIM
@@ -31,15 +32,22 @@ ACC_SCOPE = memory.MemoryScope(
 )
 
 
+def _multiple_of_dim(offset: PrimExpr) -> bool:
+    """Whether every term of `offset` is a multiple of DIM (which divides 2^32, so it stays
+    one under wraparound)."""
+    lin = linearize(offset)
+    return lin.const % DIM == 0 and all(k % DIM == 0 for k in lin.terms.values())
+
+
 def row_address(buffer: Buffer, offset: PrimExpr, what: str) -> PrimExpr:
     """The NPU address of the row holding element `offset` of a scratchpad or accumulator
     buffer (its data pointer is the address of its first row; every row is DIM elements)."""
     if buffer.scope not in (SPAD, ACC):
         raise LoomError(f"{what}: {buffer.name} must be in {SPAD} or {ACC}, not {buffer.scope}")
-    if isinstance(offset, IntImm) and offset.value % DIM:
+    if not _multiple_of_dim(offset):  # the NPU names whole rows, not a place inside one
         raise LoomError(
-            f"{what}: {buffer.name} starts at element {offset.value}, not at a row "
-            f"(rows are {DIM} elements)"
+            f"{what}: {buffer.name} starts at element {offset}, which is not provably at the "
+            f"start of a row (rows are {DIM} elements); split that axis by {DIM}, not less"
         )
     base = op.cast(buffer.data, "uint64")
     return op.cast(base + op.cast(op.floordiv(offset, DIM), "uint64"), "uint32")

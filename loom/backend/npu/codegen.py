@@ -20,7 +20,12 @@ def generate(mod: IRModule, target, backend_name: str) -> NativeModule:
     kernels = IRModule(tuple(f for f in mod if f.attr(KERNEL_ATTR) == backend_name), mod.attrs)
     host = IRModule(tuple(f for f in mod if f.attr(KERNEL_ATTR) != backend_name), mod.attrs)
     device = compile_c(kernels, target, type_key=backend_name)
-    root = compile_c(host, target, siblings={f.name: backend_name for f in kernels})
+    root = compile_c(
+        host,
+        target,
+        siblings={f.name: backend_name for f in kernels},
+        sibling_signatures=device.signatures,
+    )
     name = host.functions[0].name if len(host) else backend_name
     flags = link_flags({**root.extern_symbols, **device.extern_symbols})
     library = load_host_object([root.object_code, device.object_code], name, flags)

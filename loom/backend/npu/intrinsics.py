@@ -47,10 +47,11 @@ def _lower(call: TensorizeCall) -> dict[str, Stmt]:
             instruction("npu_config_ld", IntImm(0)),  # every row gets the same bias
             instruction("npu_mvin", _address(bias), c_row, ni, nj),
         )
-    else:  # a product with no weights, written over the tile: zeros
+    else:  # a product with no weights written over the tile: zeros. The reset runs before
+        # the operands are staged, so it names scratchpad row 0, which always exists.
         reset = seq(
-            instruction("npu_preload", b_row, IntImm(0), nj, c_row, ni, nj, 0),
-            instruction("npu_compute", a_row, ni, IntImm(0)),
+            instruction("npu_preload", IntImm(0), IntImm(0), nj, c_row, ni, nj, 0),
+            instruction("npu_compute", IntImm(0), ni, IntImm(0)),
         )
     return {"reset": reset, "update": update}
 
@@ -76,3 +77,7 @@ def gemm(bias: bool = False) -> TensorIntrin:
 
     c = te.compute((DIM, DIM), rule, name="c")
     return decl_tensor_intrin(c, _lower, name="npu_gemm_bias" if bias else "npu_gemm")
+
+
+GEMM = gemm(bias=False)
+GEMM_BIAS = gemm(bias=True)

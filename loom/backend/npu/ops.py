@@ -14,7 +14,7 @@ from loom.te.schedule import Schedule
 from loom.te.tensor import Tensor
 
 from .arch import ACC, DIM, SPAD
-from .intrinsics import gemm
+from .intrinsics import GEMM_BIAS
 from .requant import requantize
 
 
@@ -60,7 +60,7 @@ def matmul(
     (ak,) = s[acc].op.reduce_axis
     ko, ki = s[acc].split(ak, factor=DIM)
     s[acc].reorder(ko, ai, aj, ki)
-    s[acc].tensorize(ai, gemm(bias=True))
+    s[acc].tensorize(ai, GEMM_BIAS)
     _npu_rows(s, acc, 0)
     if weights not in ("tile", "resident"):
         raise LoomError(f"weights must be 'tile' or 'resident', got {weights!r}")
@@ -88,13 +88,22 @@ def conv2d_nhwc(
     (KH, KW, C, F) int8, bias (F,) int32, out (N, OH, OW, F) int8. Padding is done on the
     host; each output row's pixels are the rows of the matrix product, the input channels its
     reduction, the output channels its columns."""
+    for name, shape in (("data_shape", data_shape), ("kernel_shape", kernel_shape)):
+        if not isinstance(shape, tuple | list) or len(shape) != 4:
+            raise LoomError(f"conv2d_nhwc: {name} must be 4 sizes, got {shape!r}")
+    if not isinstance(stride, int) or stride < 1:
+        raise LoomError(f"conv2d_nhwc: stride must be an int >= 1, got {stride!r}")
+    if not isinstance(padding, int) or padding < 0:
+        raise LoomError(f"conv2d_nhwc: padding must be an int >= 0, got {padding!r}")
     n, h, w, c = data_shape
     kh, kw, kc, f = kernel_shape
     if kc != c:
         raise LoomError(f"conv2d_nhwc: data has {c} channels, the kernel {kc}")
     oh, ow = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
     if oh <= 0 or ow <= 0:
-        raise LoomError("conv2d_nhwc: the output would be empty")
+        raise LoomError(
+            f"conv2d_nhwc: a {kh}x{kw} kernel does not fit the {h}x{w} input padded by {padding}"
+        )
     data = te.placeholder(data_shape, "int8", name="data")
     kernel = te.placeholder(kernel_shape, "int8", name="kernel")
     bias = te.placeholder((f,), "int32", name="bias")
@@ -142,7 +151,7 @@ def conv2d_nhwc(
     ary, arx, arc = s[acc].op.reduce_axis
     co, ci = s[acc].split(arc, factor=DIM)
     s[acc].reorder(an, ay, ary, arx, co, ax, ao, ci)
-    s[acc].tensorize(ax, gemm(bias=True))
+    s[acc].tensorize(ax, GEMM_BIAS)
     _npu_rows(s, acc, 2)
     _npu_rows(s, patches, 2)
     _npu_rows(s, K_s, 2)

@@ -14,11 +14,17 @@ from loom.ir.visitor import post_order_visit
 
 
 def requantize(x, multiplier: int, shift: int, relu: bool = False) -> PrimExpr:
-    """int8 of (x * multiplier + 2^(shift-1)) >> shift, saturated (and max(., 0) with relu)."""
-    if not 0 <= multiplier < 2**31 or not 0 <= shift <= 31:
+    """int8 of (x * multiplier + 2^(shift-1)) >> shift, saturated (and max(., 0) with relu).
+
+    `config_st` accepts multiplier 0, but every output is then 0 and the value no longer
+    depends on x, so no `mvout` could compute it: requantize refuses it."""
+    for name, value in (("multiplier", multiplier), ("shift", shift), ("relu", relu)):
+        if not isinstance(value, int):  # bool is an int: relu=True and shift=False are fine
+            raise TypeError(f"requantize: {name} must be an int, got {value!r}")
+    if not 1 <= multiplier < 2**31 or not 0 <= shift <= 31 or relu not in (0, 1):
         raise ValueError(
-            f"requantize needs multiplier in [0, 2^31) and shift in [0, 31], got "
-            f"{multiplier}, {shift}"
+            f"requantize needs multiplier in [1, 2^31), shift in [0, 31] and relu a bool, got "
+            f"multiplier={multiplier}, shift={shift}, relu={relu!r}"
         )
     wide = op.cast(x, "int64") * op.const(multiplier, "int64")
     if shift:

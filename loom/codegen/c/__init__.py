@@ -11,7 +11,7 @@ from loom.ir.printer import to_text
 from loom.runtime import elf
 from loom.runtime.linker import compile_c_object, load_host_object
 from loom.runtime.module import NativeModule
-from loom.runtime.signature import FunctionSignature, signature_of
+from loom.runtime.signature import FunctionSignature, module_signatures
 from loom.target import Target
 
 
@@ -21,18 +21,23 @@ def generate_c(mod: IRModule, target: Target, signatures: dict[str, FunctionSign
 
 
 def compile_c(
-    mod: IRModule, target: Target, type_key: str = "c", siblings: dict[str, str] | None = None
+    mod: IRModule,
+    target: Target,
+    type_key: str = "c",
+    siblings: dict[str, str] | None = None,
+    sibling_signatures: dict[str, FunctionSignature] | None = None,
 ) -> NativeModule:
     """Generate C for every function of `mod` (lowered for `target`, the host) and compile it
     with `cc`: a module with its object, not loaded yet. `siblings` (symbol -> type key) are
-    symbols other modules linked into the same library define."""
+    symbols other modules linked into the same library define; `sibling_signatures` the
+    signatures of those functions, which say which arrays they only read."""
     if not target.is_host:
         raise LoomError(
             f"target {target.kind} compiles with this machine's C compiler, but {target.triple} "
             "is not the host; use loom.codegen.c.generate_c for the source, or target llvm for "
             "that triple"
         )
-    signatures = {f.name: signature_of(f, target.alignment) for f in mod}
+    signatures = module_signatures(mod, target.alignment, sibling_signatures)
     source = generate_c(mod, target, signatures)
     name = mod.functions[0].name if len(mod) else "empty"
     object_code = compile_c_object(source, name)

@@ -12,7 +12,7 @@ from loom.ir.printer import to_text
 from loom.runtime import elf
 from loom.runtime.linker import load_host_object
 from loom.runtime.module import NativeModule
-from loom.runtime.signature import FunctionSignature, signature_of
+from loom.runtime.signature import FunctionSignature, module_signatures
 from loom.target import Target
 
 
@@ -30,7 +30,7 @@ class CompiledLLVM:
 def compile_llvm(mod: IRModule, target: Target) -> CompiledLLVM:
     """Compile every function of `mod` (lowered for `target`) to one object file, and attribute
     each of its undefined symbols to a declared runtime library."""
-    signatures = {f.name: signature_of(f, target.alignment) for f in mod}
+    signatures = module_signatures(mod, target.alignment)
     llvm_module, tm = optimize(str(generate(mod, target, signatures)), target)
     object_code = tm.emit_object(llvm_module)
     providers = resolve_symbols(elf.parse(object_code).undefined_symbols(), target.device)

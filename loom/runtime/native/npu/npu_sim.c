@@ -7,6 +7,7 @@
  * one after another, with the latencies and bandwidth of npu_sim.h. */
 #include "npu_sim.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -291,6 +292,39 @@ int32_t npu_compute(uint32_t a, int32_t a_rows, int32_t a_cols) {
 
 int32_t npu_fence(void) {
     retire(NPU_COUNTER_FENCE, 0); /* instructions complete in order: nothing to wait for */
+    return 0;
+}
+
+/* -- ownership ------------------------------------------------------------------------- */
+
+static pthread_mutex_t ownership = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
+static int owned;
+static pthread_t owner;
+
+int32_t npu_acquire(void) {
+    pthread_mutex_lock(&ownership);
+    if (owned && pthread_equal(owner, pthread_self())) {
+        pthread_mutex_unlock(&ownership);
+        return fail("npu_acquire: this thread already owns the NPU");
+    }
+    while (owned)
+        pthread_cond_wait(&released, &ownership);
+    owned = 1;
+    owner = pthread_self();
+    pthread_mutex_unlock(&ownership);
+    return 0;
+}
+
+int32_t npu_release(void) {
+    pthread_mutex_lock(&ownership);
+    if (!owned || !pthread_equal(owner, pthread_self())) {
+        pthread_mutex_unlock(&ownership);
+        return fail("npu_release: this thread does not own the NPU");
+    }
+    owned = 0;
+    pthread_cond_signal(&released);
+    pthread_mutex_unlock(&ownership);
     return 0;
 }
 

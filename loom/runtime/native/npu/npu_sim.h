@@ -56,6 +56,12 @@ int32_t npu_preload(uint32_t b, int32_t b_rows, int32_t b_cols, uint32_t c, int3
 int32_t npu_compute(uint32_t a, int32_t a_rows, int32_t a_cols);
 int32_t npu_fence(void);
 
+/* Ownership of the NPU: there is one, and a kernel's instruction sequence must not interleave
+ * with another's. npu_acquire waits until no other thread owns it; npu_release (by the owner
+ * only) lets the next one in. */
+int32_t npu_acquire(void);
+int32_t npu_release(void);
+
 /* Simulator control (not instructions). */
 void npu_reset(void);
 void npu_read_counters(int64_t out[NPU_NCOUNTERS]);
