@@ -50,7 +50,9 @@ def lower(
     if backend is not None:
         if not isinstance(inp, IRModule):  # a module given whole is already partitioned
             mod = backend.partition(mod.functions[0])
-        backend_passes = backend.passes()
+        from loom.backend.base import checked_passes
+
+        backend_passes = checked_passes(backend)
     mod = mod.with_attr("target", target)
     return ctx.run(pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend_passes), mod)
 

@@ -83,9 +83,34 @@ class Backend:
 _BACKENDS: dict[str, Backend] = {}
 
 
+_OWNERS: dict[tuple[str, str], str] = {}
+"""(kind, name) of each memory scope, runtime library and pragma rule a backend registered ->
+that backend's name: only the same backend may replace them."""
+
+
+def checked_passes(backend: Backend) -> list[tuple[str, Pass]]:
+    """The backend's passes as (phase, Pass), each phase one of PHASES."""
+    out = []
+    for item in backend.passes():
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise LoomError(
+                f"backend {backend.name}: passes() must give (phase, pass), got {item!r}"
+            )
+        phase, p = item
+        if phase not in PHASES:
+            raise LoomError(
+                f"backend {backend.name}: unknown phase {phase!r} for pass {p!r}; phases are "
+                f"{list(PHASES)}"
+            )
+        out.append((phase, as_pass(p)))
+    return out
+
+
 def register(backend: Backend) -> Backend:
     """Make `backend` available: its memories, runtime libraries and pragma rules are
-    registered, and `target=<backend.name>` builds for it."""
+    registered, and `target=<backend.name>` builds for it. A name already registered by loom
+    or by another backend is an error unless the same declaration is registered again, and
+    nothing is registered then."""
     from loom import memory
     from loom.target.target import KINDS
 
@@ -95,18 +120,37 @@ def register(backend: Backend) -> Backend:
         raise LoomError(
             f"backend name must be an identifier other than {list(KINDS)}, got {backend.name!r}"
         )
-    for phase, p in backend.passes():
-        if phase not in (*PHASES, "build"):
-            raise LoomError(
-                f"backend {backend.name}: unknown phase {phase!r} for pass "
-                f"{as_pass(p).name}; phases are {[*PHASES, 'build']}"
+    checked_passes(backend)
+    for name, intrin in backend.intrinsics().items():
+        if not isinstance(intrin, TensorIntrin):
+            raise TypeError(
+                f"backend {backend.name}: intrinsic {name!r} must be a TensorIntrin "
+                f"(loom.te.decl_tensor_intrin), got {intrin!r}"
             )
-    for scope in backend.memories():
-        memory.register(scope, replace=True)
-    for lib in backend.libraries():
-        abi.register_library(lib, replace=True)
-    for rule in backend.pragma_rules():
-        memory.register_pragma_rule(rule, replace=True)
+    parts = [
+        ("memory scope", backend.memories(), memory.list(), memory.register),
+        ("runtime library", backend.libraries(), abi.list_libraries(), abi.register_library),
+        (
+            "pragma rule",
+            backend.pragma_rules(),
+            memory.list_pragma_rules(),
+            memory.register_pragma_rule,
+        ),
+    ]
+    for kind, items, registered, _ in parts:  # check everything before registering anything
+        existing = {x.name: x for x in registered}
+        for item in items:
+            owner = _OWNERS.get((kind, item.name))
+            if item.name in existing and existing[item.name] != item and owner != backend.name:
+                by = f"by backend {owner}" if owner else "by loom or by hand"
+                raise LoomError(
+                    f"backend {backend.name}: its {kind} {item.name!r} is already registered "
+                    f"{by} with another declaration; give yours another name"
+                )
+    for kind, items, _, register_part in parts:
+        for item in items:
+            register_part(item, replace=True)
+            _OWNERS[(kind, item.name)] = backend.name
     _BACKENDS[backend.name] = backend
     return backend
 
