@@ -73,7 +73,10 @@ class ExternSymbol:
 class RuntimeLibrary:
     """A library whose code runs on `devices` and provides `symbols` (and any name matching
     one of `patterns`, for compiler support routines). `link_flags()` gives what the host
-    linker needs to link it (None: linked by the toolchain itself)."""
+    linker needs to link it (None: linked by the toolchain itself). `load()`, for a library
+    loom builds itself, loads it into this process with its symbols global: an exported
+    library then does not name it (its path is this machine's cache), and load_module loads
+    it before the exported code."""
 
     name: str
     devices: tuple[str, ...]
@@ -81,6 +84,7 @@ class RuntimeLibrary:
     patterns: tuple[str, ...] = ()
     doc: str = ""
     link_flags: Callable[[], list[str]] | None = None
+    load: Callable[[], object] | None = None
 
     def symbol(self, name: str) -> ExternSymbol | None:
         for s in self.symbols:
@@ -180,6 +184,12 @@ def parse_declaration(decl: str, sets_last_error: bool = False, doc: str = "") -
     return ExternSymbol(name, ret, tuple(params), sets_last_error, doc, tuple(reads_only))
 
 
+def _load_host_runtime() -> object:
+    from loom.runtime import host_runtime
+
+    return host_runtime.library()
+
+
 def _host_runtime_flags() -> list[str]:
     from loom.runtime.linker import host_link_flags
 
@@ -217,6 +227,7 @@ HOST_RUNTIME = register_library(
         symbols=(*RUNTIME_SYMBOLS, parse_declaration("int32 loom_set_num_threads(int32 n)")),
         doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
         link_flags=_host_runtime_flags,
+        load=_load_host_runtime,
     )
 )
 

@@ -23,6 +23,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 
+from loom.codegen.common import MODULE_PROVIDER
 from loom.errors import LoomError
 from loom.runtime import abi, artifact, elf, host_runtime
 from loom.runtime.module import Module, NativeModule
@@ -139,15 +140,24 @@ def export_library(
     return path
 
 
+def _provider_libraries(records) -> list[abi.RuntimeLibrary]:
+    """The runtime libraries providing the undefined symbols of modules (their artifact
+    records, or NativeModules), other than modules of the same library."""
+    names = []
+    for r in records:
+        symbols = (r.get("extern_symbols") or {}) if isinstance(r, dict) else r.extern_symbols
+        names += [lib for lib in symbols.values() if not lib.startswith(MODULE_PROVIDER)]
+    return [abi.get_library(name) for name in dict.fromkeys(names)]
+
+
 def _provider_flags(natives: list[NativeModule]) -> list[str]:
-    """Link flags of the libraries that provide the modules' undefined symbols, except loom's
-    host runtime: load_module loads it first, so libraries do not depend on its path."""
+    """Link flags of the libraries that provide the modules' undefined symbols, except those
+    loom builds and loads itself (load_module loads them first), so that the library does not
+    depend on paths of this machine."""
     flags: list[str] = []
-    for lib_name in dict.fromkeys(lib for m in natives for lib in m.extern_symbols.values()):
-        if lib_name == abi.HOST_RUNTIME.name or lib_name.startswith("module:"):
-            continue
-        link = abi.get_library(lib_name).link_flags
-        flags += [f for f in (link() if link else []) if f not in flags]
+    for lib in _provider_libraries(natives):
+        if lib.load is None and lib.link_flags is not None:
+            flags += [f for f in lib.link_flags() if f not in flags]
     return flags
 
 
@@ -270,6 +280,16 @@ def load_module(path) -> Module:
     library = None
     if parsed.machine == _host_machine():
         host_runtime.library()  # the kernels resolve its symbols through the global namespace
+        dso = [r for r in art.metadata["modules"] if r["dso"]]
+        try:
+            providers = _provider_libraries(dso)
+        except LoomError as e:
+            raise LoomError(
+                f"cannot load {path}: {e} (import the backend or module that declares it first)"
+            ) from None
+        for lib in providers:
+            if lib.load is not None:
+                lib.load()  # its symbols become global before the library is loaded
         try:
             library = ctypes.CDLL(str(path.resolve()))
         except OSError as e:

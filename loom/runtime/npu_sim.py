@@ -154,6 +154,7 @@ LIBRARY = abi.RuntimeLibrary(
     doc="the reference NPU's instructions (docs/npu.md), provided by its simulator "
     "(loom/runtime/native/npu) or a vendor's library with the same symbols",
     link_flags=_link_flags,
+    load=library,
 )
 abi.register_library(LIBRARY, replace=True)
 

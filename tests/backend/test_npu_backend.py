@@ -2,6 +2,7 @@
 run on the simulator, bit for bit; scratchpad placement; capacity and bounds errors; backend
 passes seeing the whole module; the cycle model; export and load."""
 
+import os
 import pathlib
 import re
 import subprocess
@@ -14,6 +15,7 @@ import loom
 from loom import LoomError, te
 from loom.backend import npu
 from loom.runtime import npu_sim
+from loom.runtime.native_lib import cache_dir
 from loom.transform import module_pass
 
 from . import npu_reference as ref
@@ -211,8 +213,12 @@ mod["mm"](a, b, bias, c)
 assert np.array_equal(c, ref.matmul(a, b, bias, 5, 7, False))
 print([m.type_key for m in mod.walk()], mod.imports[0].function_names())
 """
+    library = path.read_bytes()  # no DT_NEEDED or RUNPATH naming a file of this machine
+    assert b"libnpu_sim" not in library and str(cache_dir()).encode() not in library
+    # a new process with an empty cache: the simulator is built again there, then loaded
+    env = {**os.environ, "LOOM_CACHE_DIR": str(tmp_path / "another_cache")}
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300, env=env
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['c', 'npu'] ['mm_npu']"
