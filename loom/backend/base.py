@@ -33,6 +33,9 @@ class Backend:
 
     name: str = ""
     doc: str = ""
+    vector_ir: bool = False
+    """Whether `codegen` takes vector IR (False: vectorized loops are lowered serially, as for
+    C, whose compiler vectorizes them itself)."""
 
     def memories(self) -> list[MemoryScope]:
         return []

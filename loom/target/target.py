@@ -166,6 +166,16 @@ class Target:
         return self.device != "hexagon"
 
     @property
+    def takes_vector_ir(self) -> bool:
+        """Whether its code generator takes vector IR: LLVM's does; C's does not (the C
+        compiler vectorizes the plain loops it gets), nor a backend's unless it says so."""
+        if _is_backend(self.kind):
+            from loom.backend.base import get
+
+            return get(self.kind).vector_ir
+        return self.kind != "c"
+
+    @property
     def stack_limit(self) -> int:
         """Bytes a generated function may allocate on the stack (stack-scoped buffers)."""
         return int(self.option("stack-limit", str(1 << 20)))

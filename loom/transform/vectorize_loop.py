@@ -305,11 +305,11 @@ def vectorize_func(func: PrimFunc, enabled: bool = True) -> PrimFunc:
 
 
 def _run(mod: IRModule) -> IRModule:
-    """Vector code unless disabled by config, or for the C target (whose compiler vectorizes
-    the plain loops it gets)."""
+    """Vector code unless disabled by config, or for a target whose code generator takes
+    scalar IR only (vectorized loops then run serially)."""
     target = mod.attr("target")
-    enabled = not PassContext.current().get_config("tir.disable_vectorize", False) and not (
-        target is not None and target.kind == "c"
+    enabled = not PassContext.current().get_config("tir.disable_vectorize", False) and (
+        target is None or target.takes_vector_ir
     )
     return mod.map_functions(lambda f: vectorize_func(f, enabled))
 

@@ -141,3 +141,19 @@ def test_requantization_parameters_are_checked(kwargs, message):
 def test_conv2d_arguments_are_checked(args, kwargs, message):
     with pytest.raises(LoomError, match=message):
         npu.BACKEND.strategy("conv2d", *args, **kwargs)
+
+
+def test_a_vectorized_host_stage_builds_for_the_c_generating_backend():
+    sch, args = npu.BACKEND.strategy("conv2d", (1, 6, 6, 16), (3, 3, 16, 16), padding=1)
+    padded = next(stage for stage in sch.stages if stage.op.name == "padded")
+    _, inner = padded.split(padded.op.axis[3], factor=8)
+    padded.vectorize(inner)
+    mod = loom.build(sch, args, target="npu", name="conv")
+    assert "ramp(" not in mod.imports[0].get_source("ir")  # the C back end got scalar IR
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, 6, 6, 16)).astype(np.int8)
+    w = rng.integers(-128, 128, (3, 3, 16, 16)).astype(np.int8)
+    bias = np.zeros(16, np.int32)
+    out = np.zeros(args[3].shape, np.int8)
+    mod["conv"](x, w, bias, out)
+    np.testing.assert_array_equal(out, ref.conv2d_nhwc(x, w, bias, 1, 1, 1, 0, False))
