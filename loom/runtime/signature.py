@@ -17,8 +17,8 @@ from loom.ir.buffer import Buffer
 from loom.ir.dtype import dtype as to_dtype
 from loom.ir.expr import Call, Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.stmt import BufferStore
-from loom.ir.visitor import post_order_visit
+from loom.ir.stmt import BufferStore, LetStmt
+from loom.ir.visitor import children, post_order_visit
 from loom.runtime import abi
 
 
@@ -71,11 +71,13 @@ class FunctionSignature:
 def written_buffers(
     func: PrimFunc, callees: Mapping[str, FunctionSignature] | None = None
 ) -> set[Var]:
-    """Data variables of buffers the function stores to, or whose address it gives to a call
-    that may write through it: an extern symbol's parameter not declared read-only, or a
-    parameter of another function that writes it (of a function not in `callees`: any)."""
+    """Data variables of buffers the function stores to, or whose address may be written
+    through: an address given to a call at a parameter that is not read-only (an extern
+    symbol's parameter not declared `const`; a parameter another function in `callees`
+    writes; any parameter of a function not in `callees`), or an address that escapes into a
+    variable. Each occurrence of an address is judged by where it stands."""
     callees = callees or {}
-    only_read: set[int] = set()  # ids of address_of calls passed where nothing is written
+    written: set[Var] = set()
 
     def read_only_args(call: Call) -> set[int]:
         if call.kind == "func":
@@ -85,31 +87,31 @@ def written_buffers(
             return {k for k, p in enumerate(sig.params) if p.is_buffer and not p.written}
         return abi.read_only_params(call.op)
 
-    def find_read_only(n) -> None:
-        if isinstance(n, Call) and n.kind != "intrin":
-            for k in read_only_args(n):
-                arg = n.args[k] if k < len(n.args) else None
-                if isinstance(arg, Call) and arg.op == "address_of":
-                    only_read.add(id(arg))
+    def escapes(value) -> None:  # every handle a let binds may be written through later
+        post_order_visit(
+            value,
+            lambda n: written.add(n) if isinstance(n, Var) and n.dtype.is_handle else None,
+        )
 
-    written: set[Var] = set()
-
-    def record(n) -> None:
+    def walk(n, read_only: bool = False) -> None:
         if isinstance(n, BufferStore):
             written.add(n.buffer.data)
+        elif isinstance(n, LetStmt):
+            escapes(n.value)
         elif isinstance(n, Call) and n.op == "address_of":
-            if id(n) not in only_read:
+            if not read_only:
                 written.add(n.args[0].buffer.data)
         elif isinstance(n, Call) and n.kind != "intrin":
             read = read_only_args(n)
-            written.update(
-                a
-                for k, a in enumerate(n.args)
-                if k not in read and isinstance(a, Var) and a.dtype.is_handle
-            )
+            for k, arg in enumerate(n.args):
+                if k not in read and isinstance(arg, Var) and arg.dtype.is_handle:
+                    written.add(arg)
+                walk(arg, read_only=k in read)
+            return
+        for child in children(n):
+            walk(child)
 
-    post_order_visit(func.body, find_read_only)
-    post_order_visit(func.body, record)
+    walk(func.body)
     return written
 
 
