@@ -130,17 +130,24 @@ def register(backend: Backend) -> Backend:
                 f"backend {backend.name}: intrinsic {name!r} must be a TensorIntrin "
                 f"(loom.te.decl_tensor_intrin), got {intrin!r}"
             )
-    parts = [
-        ("memory scope", backend.memories(), memory.list(), memory.register),
-        ("runtime library", backend.libraries(), abi.list_libraries(), abi.register_library),
+    parts = [  # kind, declared, registered now, register, unregister
+        ("memory scope", backend.memories(), memory.list(), memory.register, memory.unregister),
+        (
+            "runtime library",
+            backend.libraries(),
+            abi.list_libraries(),
+            abi.register_library,
+            abi.unregister_library,
+        ),
         (
             "pragma rule",
             backend.pragma_rules(),
             memory.list_pragma_rules(),
             memory.register_pragma_rule,
+            memory.pragma.unregister_pragma_rule,
         ),
     ]
-    for kind, items, registered, _ in parts:  # check everything before registering anything
+    for kind, items, registered, _, _ in parts:  # refuse before registering anything
         existing = {x.name: x for x in registered}
         for item in items:
             owner = _OWNERS.get((kind, item.name))
@@ -150,10 +157,29 @@ def register(backend: Backend) -> Backend:
                     f"backend {backend.name}: its {kind} {item.name!r} is already registered "
                     f"{by} with another declaration; give yours another name"
                 )
-    for kind, items, _, register_part in parts:
-        for item in items:
-            register_part(item, replace=True)
-            _OWNERS[(kind, item.name)] = backend.name
+    owners = dict(_OWNERS)
+    undo = []  # how to put back what was there, should a registry refuse an item
+    try:
+        for kind, items, registered, register_part, unregister_part in parts:
+            existing = {x.name: x for x in registered}
+            for item in items:
+                old = existing.get(item.name)
+                undo.append(
+                    (lambda r=register_part, o=old: r(o, replace=True))
+                    if old is not None
+                    else (lambda u=unregister_part, n=item.name: u(n))
+                )
+                register_part(item, replace=True)
+                # a name is owned by the backend that brought it; equal declarations of
+                # names others own are accepted, not taken over
+                if old is None:
+                    _OWNERS[(kind, item.name)] = backend.name
+    except Exception:
+        for restore in reversed(undo):
+            restore()
+        _OWNERS.clear()
+        _OWNERS.update(owners)
+        raise
     _BACKENDS[backend.name] = backend
     return backend
 

@@ -6,6 +6,7 @@ import pytest
 import loom
 from loom import LoomError, memory
 from loom.backend import npu
+from loom.memory.pragma import PragmaRule
 from loom.runtime import abi
 
 
@@ -25,7 +26,7 @@ class Collides(npu.NPUBackend):
 
 @pytest.mark.parametrize(
     "scope_name, owner",
-    [("global", "by loom or by hand"), ("npu.spad", "by backend npu")],
+    [("global", "by loom or by hand"), ("npu.spad", "by backend npu with")],
 )
 def test_a_name_taken_by_loom_or_another_backend_is_refused_and_nothing_changes(scope_name, owner):
     before = (memory.list(), abi.list_libraries(), memory.list_pragma_rules())
@@ -37,6 +38,48 @@ def test_a_name_taken_by_loom_or_another_backend_is_refused_and_nothing_changes(
     assert (memory.list(), abi.list_libraries(), memory.list_pragma_rules()) == before
     assert [b.name for b in loom.backend.list()] == backends
     loom.build(*npu.BACKEND.strategy("matmul", 16, 16, 16), target="npu")
+
+
+def test_sharing_another_backends_declaration_does_not_take_it_over():
+    class Shares(npu.NPUBackend):
+        name = "npu_shares"  # declares npu's scratchpad and accumulator, equal to npu's
+
+    loom.backend.register(Shares())
+
+    class Redeclares(npu.NPUBackend):
+        name = "npu_shares"  # the same name again, now with another scratchpad
+
+        def memories(self):
+            other = memory.MemoryScope(
+                "npu.spad", memory.FixedAddress(0, 64, 8, "elsewhere"), accessible_from=("npu",)
+            )
+            return [other, npu.arch.ACC_SCOPE]
+
+    with pytest.raises(LoomError, match=r"'npu.spad' is already registered by backend npu with"):
+        loom.backend.register(Redeclares())
+    assert memory.get("npu.spad") == npu.arch.SPAD_SCOPE
+    loom.backend.register(npu.NPUBackend())
+    loom.backend.register(npu.BACKEND)
+
+
+def test_a_refusal_midway_unregisters_what_was_registered_before_it():
+    class BadRule(npu.NPUBackend):
+        name = "npu_bad_rule"
+
+        def memories(self):
+            return [
+                memory.MemoryScope(
+                    "bad.spad", memory.FixedAddress(0, 64, 8, "badspace"), accessible_from=("npu",)
+                )
+            ]
+
+        def pragma_rules(self):
+            return [PragmaRule("bad-rule", "bad-rule", make_calls=lambda nest: [])]
+
+    with pytest.raises(ValueError, match="pragma names are identifiers, got 'bad-rule'"):
+        loom.backend.register(BadRule())
+    assert "bad.spad" not in [s.name for s in memory.list()]
+    assert "npu_bad_rule" not in [b.name for b in loom.backend.list()]
 
 
 def test_the_same_backend_may_register_again():
