@@ -140,14 +140,18 @@ def export_library(
     return path
 
 
-def _provider_libraries(records) -> list[abi.RuntimeLibrary]:
-    """The runtime libraries providing the undefined symbols of modules (their artifact
-    records, or NativeModules), other than modules of the same library."""
+def _provider_names(records) -> list[str]:
+    """The names of the runtime libraries providing the undefined symbols of modules (their
+    artifact records, or NativeModules), other than modules of the same library."""
     names = []
     for r in records:
         symbols = (r.get("extern_symbols") or {}) if isinstance(r, dict) else r.extern_symbols
         names += [lib for lib in symbols.values() if not lib.startswith(MODULE_PROVIDER)]
-    return [abi.get_library(name) for name in dict.fromkeys(names)]
+    return list(dict.fromkeys(names))
+
+
+def _provider_libraries(records) -> list[abi.RuntimeLibrary]:
+    return [abi.get_library(name) for name in _provider_names(records)]
 
 
 def _provider_flags(natives: list[NativeModule]) -> list[str]:
@@ -281,19 +285,26 @@ def load_module(path) -> Module:
     if parsed.machine == _host_machine():
         host_runtime.library()  # the kernels resolve its symbols through the global namespace
         dso = [r for r in art.metadata["modules"] if r["dso"]]
-        try:
-            providers = _provider_libraries(dso)
-        except LoomError as e:
-            raise LoomError(
-                f"cannot load {path}: {e} (import the backend or module that declares it first)"
-            ) from None
-        for lib in providers:
+        unregistered = []
+        for name in _provider_names(dso):
+            try:
+                lib = abi.get_library(name)
+            except LoomError:
+                # a library linked by name (DT_NEEDED) loads without its registration
+                unregistered.append(name)
+                continue
             if lib.load is not None:
                 lib.load()  # its symbols become global before the library is loaded
         try:
             library = ctypes.CDLL(str(path.resolve()))
         except OSError as e:
-            raise LoomError(f"cannot load {path}: {e}") from None
+            hint = (
+                f" (it needs runtime libraries {unregistered} that are not registered: "
+                "import the backend or module that declares them first)"
+                if unregistered
+                else ""
+            )
+            raise LoomError(f"cannot load {path}: {e}{hint}") from None
     modules: list[Module] = []
     for record in art.metadata["modules"]:
         sigs = {f["name"]: FunctionSignature.from_json(f) for f in record["functions"]}

@@ -53,6 +53,41 @@ def test_export_then_load_in_a_new_process(tmp_path, suffix, target):
     assert run_in_new_process(CALL_SCALE.format(path=str(path))).split() == ["ok", target, "[]"]
 
 
+def test_a_user_library_linked_by_name_loads_without_its_registration(tmp_path):
+    from loom.runtime import abi
+
+    source = tmp_path / "myadd.c"
+    source.write_text("#include <stdint.h>\nint32_t my_add(int32_t x) { return x + 100; }\n")
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libmyadd.so"), str(source)], check=True
+    )
+    flags = [f"-L{tmp_path}", "-lmyadd", f"-Wl,-rpath,{tmp_path}"]
+    abi.register_library(
+        abi.RuntimeLibrary(
+            "myadd_test",
+            ("cpu",),
+            symbols=(abi.parse_declaration("int32 my_add(int32 x)"),),
+            link_flags=lambda: flags,
+        )
+    )
+    try:
+        A = te.placeholder((4,), "int32", name="A")
+        B = te.compute((4,), lambda i: loom.ir.op.call_extern("int32", "my_add", A[i]), name="B")
+        path = tmp_path / "uses_myadd.so"
+        loom.build(te.create_schedule(B.op), [A, B], name="f").export_library(path)
+    finally:
+        abi.unregister_library("myadd_test")
+    code = f"""
+import numpy as np, loom
+mod = loom.runtime.load_module({str(path)!r})
+a = np.arange(4, dtype=np.int32)
+b = np.zeros(4, np.int32)
+mod["f"](a, b)
+print(b.tolist())
+"""
+    assert run_in_new_process(code).split() == ["[100,", "101,", "102,", "103]"]
+
+
 @pytest.mark.parametrize("suffix", [".so", ".tar"])
 def test_module_with_a_non_dso_import(tmp_path, suffix):
     host = build_scale()
