@@ -128,6 +128,15 @@ def test_requantization_parameters_are_checked(kwargs, message):
         npu.BACKEND.strategy("matmul", 4, 4, 4, **kwargs)
 
 
+def test_numpy_integers_are_accepted_as_parameters():
+    x = te.placeholder((4,), "int32", name="x")
+    assert str(npu.requantize(x[0], np.int64(3), np.int32(4), np.bool_(True))) == str(
+        npu.requantize(x[0], 3, 4, True)
+    )
+    s, args = npu.BACKEND.strategy("conv2d", (1, 4, 4, 1), (1, 1, 1, 1), stride=np.int64(2))
+    assert args[-1].shape == (1, 2, 2, 1)
+
+
 @pytest.mark.parametrize(
     "args, kwargs, message",
     [

@@ -15,7 +15,7 @@ from loom.te.tensor import Tensor
 
 from .arch import ACC, DIM, SPAD
 from .intrinsics import GEMM_BIAS
-from .requant import requantize
+from .requant import integer, requantize
 
 
 def _npu_rows(s: Schedule, tensor: Tensor, dim: int) -> None:
@@ -91,9 +91,11 @@ def conv2d_nhwc(
     for name, shape in (("data_shape", data_shape), ("kernel_shape", kernel_shape)):
         if not isinstance(shape, tuple | list) or len(shape) != 4:
             raise LoomError(f"conv2d_nhwc: {name} must be 4 sizes, got {shape!r}")
-    if not isinstance(stride, int) or stride < 1:
+    stride = integer("conv2d_nhwc", "stride", stride)
+    padding = integer("conv2d_nhwc", "padding", padding)
+    if stride < 1:
         raise LoomError(f"conv2d_nhwc: stride must be an int >= 1, got {stride!r}")
-    if not isinstance(padding, int) or padding < 0:
+    if padding < 0:
         raise LoomError(f"conv2d_nhwc: padding must be an int >= 0, got {padding!r}")
     n, h, w, c = data_shape
     kh, kw, kc, f = kernel_shape

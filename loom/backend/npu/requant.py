@@ -7,10 +7,24 @@ performs; the pragma rule of `mvout` recognizes it in a copy loop and turns it i
 
 from __future__ import annotations
 
+import operator
+
+import numpy
+
 from loom.ir import op
 from loom.ir.expr import BufferLoad, IntImm, Max, PrimExpr, ShiftRight
 from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit
+
+
+def integer(where: str, name: str, value: object) -> int:
+    """`value` as a Python int: ints, bools and their numpy forms are accepted."""
+    if isinstance(value, numpy.bool_):
+        return int(value)
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{where}: {name} must be an int, got {value!r}") from None
 
 
 def requantize(x, multiplier: int, shift: int, relu: bool = False) -> PrimExpr:
@@ -18,9 +32,9 @@ def requantize(x, multiplier: int, shift: int, relu: bool = False) -> PrimExpr:
 
     `config_st` accepts multiplier 0, but every output is then 0 and the value no longer
     depends on x, so no `mvout` could compute it: requantize refuses it."""
-    for name, value in (("multiplier", multiplier), ("shift", shift), ("relu", relu)):
-        if not isinstance(value, int):  # bool is an int: relu=True and shift=False are fine
-            raise TypeError(f"requantize: {name} must be an int, got {value!r}")
+    multiplier = integer("requantize", "multiplier", multiplier)
+    shift = integer("requantize", "shift", shift)
+    relu = integer("requantize", "relu", relu)
     if not 1 <= multiplier < 2**31 or not 0 <= shift <= 31 or relu not in (0, 1):
         raise ValueError(
             f"requantize needs multiplier in [1, 2^31), shift in [0, 31] and relu a bool, got "
