@@ -1,9 +1,12 @@
-"""Shared test fixtures: golden files for printed IR."""
+"""Shared test fixtures: golden files for printed IR, the example scratchpad."""
 
 import pathlib
 
 import pytest
 from hypothesis import settings
+
+from loom.runtime import scratchpad_emu
+from tests.programs import SCRATCHPAD_BASE
 
 # Property tests draw the same examples on every run (so CI is reproducible); run
 # `pytest --hypothesis-profile=explore` to search with new random examples.
@@ -39,3 +42,12 @@ def golden(request):
         assert text == path.read_text(), f"printed IR differs from {path}"
 
     return check
+
+
+@pytest.fixture
+def spad():
+    """The example accelerator: a 1 KiB scratchpad at SCRATCHPAD_BASE, scope 'spad', rules
+    mvin/mvout."""
+    scope = scratchpad_emu.setup(base=SCRATCHPAD_BASE, size=1024)
+    yield scope
+    scratchpad_emu.teardown()

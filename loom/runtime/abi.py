@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from loom.errors import LoomError
 
-_C_TYPES = {
+# The C type of each dtype at the ABI boundary, as C code generators spell it too.
+C_TYPES = {
     "void": "void",
     "bool": "bool",
     "handle": "void *",
@@ -59,12 +60,12 @@ class ExternSymbol:
     def c_declaration(self) -> str:
         args = (
             ", ".join(
-                f"{'const ' if n in self.reads_only else ''}{_C_TYPES[t]} {n}"
+                f"{'const ' if n in self.reads_only else ''}{C_TYPES[t]} {n}"
                 for n, t in self.params
             )
             or "void"
         )
-        ret = _C_TYPES[self.ret]
+        ret = C_TYPES[self.ret]
         sep = "" if ret.endswith("*") else " "
         return f"{ret}{sep}{self.name}({args})"
 

@@ -92,6 +92,14 @@ def setup(
     return spad
 
 
+def teardown(scope: str = "spad") -> None:
+    """Unregister what `setup` registered: its scope, the mvin/mvout rules and its ABI."""
+    memory.unregister(scope)
+    memory.pragma.unregister_pragma_rule("mvin")
+    memory.pragma.unregister_pragma_rule("mvout")
+    abi.unregister_library(LIBRARY.name)
+
+
 def read(address: int, nbytes: int) -> bytes:
     """Bytes of the scratchpad at device `address`."""
     out = ctypes.create_string_buffer(nbytes)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loom
-from loom import LoomError, memory, te
+from loom import LoomError, te
 from loom.codegen.c import build_c, generate_c
 from loom.demo import examples_dir, load_example
 from loom.ir import expr as E
@@ -33,7 +33,7 @@ from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.interpret import interpret
 from loom.ir.stmt import For, ForKind, LetStmt, seq
-from loom.runtime import abi, scratchpad_emu
+from loom.runtime import scratchpad_emu
 from loom.runtime.linker import C_FLAGS, compile_c_object
 from loom.runtime.native_lib import find_tool
 from loom.runtime.signature import signature_of
@@ -50,6 +50,7 @@ from tests.codegen.test_calling import (  # noqa: F401  (run again here, on a C-
     test_wrong_scalar_and_non_array,
     test_wrong_shape,
 )
+from tests.programs import SCRATCHPAD_BASE
 from tests.random_programs import draw_program
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -442,20 +443,6 @@ def test_vtcm_seed_program():
     assert mod.memories == ("local.vtcm",)
 
 
-BASE = 0x4000_0000
-
-
-@pytest.fixture
-def spad():
-    """The example accelerator: a 1 KiB scratchpad at BASE, scope 'spad', rules mvin/mvout."""
-    scope = scratchpad_emu.setup(base=BASE, size=1024)
-    yield scope
-    memory.unregister("spad")
-    memory.pragma.unregister_pragma_rule("mvin")
-    memory.pragma.unregister_pragma_rule("mvout")
-    abi.unregister_library("scratchpad_emu")
-
-
 def test_pragma_mvin_mvout_program(spad):
     A = te.placeholder((4, 4, 1, 8), dtype="uint8", name="A")
     A_spad = te.compute(A.shape, lambda *i: A(*i), name="A_spad")
@@ -468,7 +455,7 @@ def test_pragma_mvin_mvout_program(spad):
     a = np.random.default_rng(0).integers(0, 256, A.shape).astype(np.uint8)
     c = np.zeros_like(a)
     mod["move"](a, c)
-    assert scratchpad_emu.read(BASE, 128) == a.tobytes()
+    assert scratchpad_emu.read(SCRATCHPAD_BASE, 128) == a.tobytes()
     np.testing.assert_array_equal(c, a)
     assert mod.extern_symbols["mvin"] == "scratchpad_emu"
     assert re.search(r"mvin\(.*\)", mod.get_source("c"))

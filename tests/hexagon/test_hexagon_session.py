@@ -14,33 +14,15 @@ import numpy as np
 import pytest
 
 import loom
-from loom import DeviceError, LoomError, te
+from loom import DeviceError, LoomError
 from loom.runtime import elf
+from tests.programs import seed_inputs, seed_program
 
 from .conftest import requires_hexagon
 
 pytestmark = requires_hexagon
 REPO = pathlib.Path(__file__).resolve().parents[2]
 V66 = loom.target.hexagon("v66")
-
-
-def seed_program():
-    A = te.placeholder((2048,), name="A", dtype="int8")
-    B = te.placeholder((2048,), name="B", dtype="int8")
-    A_buf = te.compute((2048,), lambda *i: A(*i), "A_buf")
-    B_buf = te.compute((2048,), lambda *i: B(*i), "B_buf")
-    C = te.compute((2048,), lambda *i: A_buf(*i) + B_buf(*i), name="C")
-    s = te.create_schedule(C.op)
-    s[A_buf].set_scope("local.vtcm")
-    s[B_buf].set_scope("local.vtcm")
-    return s, [A, B, C]
-
-
-def seed_inputs():
-    rng = np.random.default_rng(0)
-    a = rng.integers(-128, 128, 2048).astype(np.int8)
-    b = rng.integers(-128, 128, 2048).astype(np.int8)
-    return a, b, (a.astype(np.int16) + b).astype(np.int8)
 
 
 def test_seed_vtcm_program_on_hexagon(dev):

@@ -11,40 +11,9 @@ import pytest
 
 import loom
 from loom import LoomError, memory, te
-from loom.runtime import abi, scratchpad_emu
+from loom.runtime import scratchpad_emu
 from loom.transform import PassContext, prim_func_pass
-
-BASE = 0x4000_0000
-
-
-def seed_program():
-    A = te.placeholder((2048,), name="A", dtype="int8")
-    B = te.placeholder((2048,), name="B", dtype="int8")
-    A_buf = te.compute((2048,), lambda *i: A(*i), "A_buf")
-    B_buf = te.compute((2048,), lambda *i: B(*i), "B_buf")
-    C = te.compute((2048,), lambda *i: A_buf(*i) + B_buf(*i), name="C")
-    s = te.create_schedule(C.op)
-    s[A_buf].set_scope("local.vtcm")
-    s[B_buf].set_scope("local.vtcm")
-    return s, [A, B, C]
-
-
-def seed_inputs():
-    rng = np.random.default_rng(0)
-    a = rng.integers(-128, 128, 2048).astype(np.int8)
-    b = rng.integers(-128, 128, 2048).astype(np.int8)
-    return a, b, np.zeros(2048, np.int8), (a.astype(np.int16) + b).astype(np.int8)
-
-
-@pytest.fixture
-def spad():
-    """The example accelerator: a 1 KiB scratchpad at BASE, scope 'spad', rules mvin/mvout."""
-    scope = scratchpad_emu.setup(base=BASE, size=1024)
-    yield scope
-    memory.unregister("spad")
-    memory.pragma.unregister_pragma_rule("mvin")
-    memory.pragma.unregister_pragma_rule("mvout")
-    abi.unregister_library("scratchpad_emu")
+from tests.programs import SCRATCHPAD_BASE, seed_inputs, seed_program
 
 
 def test_registry_lists_builtins_and_rejects_unknown_scopes():
@@ -103,7 +72,8 @@ def test_seed_program_runs_on_the_host_with_a_user_pass():
     with PassContext(config={"tir.add_lower_pass": [(1, observe)]}):
         mod = loom.build(s, args, name="alloc_vtcm")
     assert seen == ["alloc_vtcm"]
-    a, b, c, expected = seed_inputs()
+    a, b, expected = seed_inputs()
+    c = np.zeros_like(a)
     before = loom.runtime.vtcm_stats()
     mod["alloc_vtcm"](a, b, c)
     after = loom.runtime.vtcm_stats()
@@ -133,7 +103,8 @@ def test_allocation_failure_is_an_exception_and_nothing_leaks():
     try:
         s, args = seed_program()
         mod = loom.build(s, args, name="alloc_vtcm")
-        a, b, c, _ = seed_inputs()
+        a, b, _ = seed_inputs()
+        c = np.zeros_like(a)
         with pytest.raises(
             LoomError,
             match=r"alloc_vtcm failed .*VTCM: cannot allocate 2048 "
@@ -202,7 +173,7 @@ def test_fixed_address_buffer_is_placed_inside_the_range(spad):
     c = np.zeros_like(a)
     mod["copy512"](a, c)
     used = scratchpad_emu.last_transfer()["device_address"]
-    assert BASE <= used and used + 512 <= BASE + 1024
+    assert SCRATCHPAD_BASE <= used and used + 512 <= SCRATCHPAD_BASE + 1024
     np.testing.assert_array_equal(c, a)
 
 
@@ -252,7 +223,7 @@ def test_pragma_mvin_program_of_the_question(spad):
     a = np.random.default_rng(0).integers(0, 256, A.shape).astype(np.uint8)
     c = np.zeros_like(a)
     mod["move"](a, c)
-    assert scratchpad_emu.read(BASE, 128) == a.tobytes()  # the device-side bytes
+    assert scratchpad_emu.read(SCRATCHPAD_BASE, 128) == a.tobytes()  # the device-side bytes
     np.testing.assert_array_equal(c, a)
 
 
@@ -324,7 +295,7 @@ def test_runtime_bounds_check_of_the_emulated_device(spad):
     memory.register(
         memory.MemoryScope(
             "spad.big",
-            memory.FixedAddress(BASE, 4096, 8, "scratchpad"),
+            memory.FixedAddress(SCRATCHPAD_BASE, 4096, 8, "scratchpad"),
             alignment=16,
             accessible_from=("scratchpad_emu",),
         )

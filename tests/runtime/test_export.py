@@ -12,6 +12,7 @@ import loom
 from loom import LoomError, te
 from loom.runtime import artifact, elf
 from loom.runtime.export import read_library
+from tests.programs import seed_program
 from tests.runtime import blob_module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -203,16 +204,8 @@ def test_artifact_record_round_trip_and_checks():
 
 
 def seed_library(tmp_path) -> pathlib.Path:
-    A = te.placeholder((2048,), name="A", dtype="int8")
-    B = te.placeholder((2048,), name="B", dtype="int8")
-    A_buf = te.compute((2048,), lambda *i: A(*i), "A_buf")
-    B_buf = te.compute((2048,), lambda *i: B(*i), "B_buf")
-    C = te.compute((2048,), lambda *i: A_buf(*i) + B_buf(*i), name="C")
-    s = te.create_schedule(C.op)
-    s[A_buf].set_scope("local.vtcm")
-    s[B_buf].set_scope("local.vtcm")
     path = tmp_path / "alloc_vtcm.so"
-    loom.build(s, [A, B, C], name="alloc_vtcm").export_library(path)
+    loom.build(*seed_program(), name="alloc_vtcm").export_library(path)
     return path
 
 

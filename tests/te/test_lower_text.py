@@ -5,18 +5,7 @@ import re
 
 import loom
 from loom import te
-
-
-def seed_program():
-    A = te.placeholder((2048,), name="A", dtype="int8")
-    B = te.placeholder((2048,), name="B", dtype="int8")
-    A_buf = te.compute((2048,), lambda *i: A(*i), "A_buf")
-    B_buf = te.compute((2048,), lambda *i: B(*i), "B_buf")
-    C = te.compute((2048,), lambda *i: A_buf(*i) + B_buf(*i), name="C")
-    s = te.create_schedule(C.op)
-    s[A_buf].set_scope("local.vtcm")
-    s[B_buf].set_scope("local.vtcm")
-    return s, [A, B, C]
+from tests.programs import seed_program
 
 
 def test_seed_program_allocations_copies_and_add_in_order():

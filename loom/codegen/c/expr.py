@@ -15,6 +15,7 @@ computed in float and rounded back after every operation.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Sequence
 
@@ -63,7 +64,7 @@ class CExpr:
     simple: bool = False
 
 
-class ExprCodegen:
+class ExprCodegen(abc.ABC):
     """Emits C for expressions into `lines` (statements at `indent`). The statement generator
     (function.py) derives from it and provides `error_if`."""
 
@@ -128,8 +129,9 @@ class ExprCodegen:
         finally:
             self._top = saved
 
+    @abc.abstractmethod
     def error_if(self, condition: str, message: str | None) -> None:
-        raise NotImplementedError
+        """Emit: if `condition` holds, fail the call with `message` (None: the error is set)."""
 
     # -- dispatch ------------------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> CExpr:

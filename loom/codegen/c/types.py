@@ -7,29 +7,14 @@ import math
 from loom.errors import LoomError
 from loom.ir import semantics
 from loom.ir.dtype import DataType
-
-_SCALAR = {
-    "bool": "bool",
-    "handle": "void *",
-    "int8": "int8_t",
-    "int16": "int16_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "uint8": "uint8_t",
-    "uint16": "uint16_t",
-    "uint32": "uint32_t",
-    "uint64": "uint64_t",
-    "float16": "_Float16",
-    "float32": "float",
-    "float64": "double",
-}
+from loom.runtime.abi import C_TYPES
 
 
 def c_type(dt: DataType) -> str:
     """The C type of a value of `dt` (bool is `bool`, a handle `void *`)."""
     if dt.lanes != 1:
         raise LoomError(f"C code needs scalar IR, got a value of vector type {dt}")
-    return _SCALAR[str(dt)]
+    return C_TYPES[str(dt)]
 
 
 def memory_type(dt: DataType) -> str:
