@@ -108,8 +108,8 @@ def written_buffers(
                     written.add(arg)
                 walk(arg, read_only=k in read)
             return
-        for child in children(n):
-            walk(child)
+        for child in children(n):  # an address computed from another (a cast, an offset)
+            walk(child, read_only)
 
     walk(func.body)
     return written

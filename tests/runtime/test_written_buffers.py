@@ -52,3 +52,14 @@ def test_calls_to_other_functions_use_their_signatures():
     )
     assert written(PrimFunc("f", (A, C), body), {"g": g}) == [False, True]
     assert written(PrimFunc("f", (A, C), body)) == [True, True]  # g unknown: it may write both
+
+
+def test_an_address_cast_before_a_read_only_parameter_is_only_read():
+    A, C = decl_buffer((16,), "int8", "A"), decl_buffer((16,), "int8", "C")
+    address = op.call_intrin("handle", "address_of", A.load([0]))
+    source = op.cast(op.cast(address, "uint64"), "handle")
+    body = seq(
+        call("npu_mvin", source, ACC, *ROW),
+        call("npu_mvout", op.call_intrin("handle", "address_of", C.load([0])), ACC, *ROW),
+    )
+    assert written(PrimFunc("f", (A, C), body)) == [False, True]
