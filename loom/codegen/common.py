@@ -1,9 +1,10 @@
 """What every code generator needs to know about a module besides its code: the runtime
-library resolving each undefined symbol, the memories the functions use, and the variables a
-loop body uses from outside (what a parallel task captures)."""
+library resolving each undefined symbol, the memories the functions use, the variables a
+loop body uses from outside (what a parallel task captures), and the stack buffers' sizes."""
 
 from __future__ import annotations
 
+from loom import memory
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
@@ -11,6 +12,7 @@ from loom.ir.buffer import Buffer
 from loom.ir.expr import Var
 from loom.ir.function import IRModule
 from loom.ir.visitor import post_order_visit
+from loom.memory.scope import Stack
 from loom.runtime import abi
 from loom.transform.lower_memory import MEMORIES_ATTR
 
@@ -114,3 +116,30 @@ def captured_vars(loop_body, loop_var: Var) -> list[Var]:
     """The variables a loop body uses from outside itself, in first-use order."""
     inner = bound_vars(loop_body) | {loop_var}
     return [v for v in used_vars(loop_body) if v not in inner]
+
+
+def stack_buffer_bytes(alloc: S.Allocate) -> int:
+    """The bytes of a buffer a code generator puts on the stack: lower_memory_scopes has turned
+    every other allocation into calls or addresses, and a stack buffer needs a constant size."""
+    buf = alloc.buffer
+    if not isinstance(memory.get(buf.scope).strategy, Stack):
+        raise LoomError(
+            f"buffer {buf.name} in scope {buf.scope} reached code generation as an Allocate; "
+            "lower_memory_scopes must run first"
+        )
+    elements = buf.storage_elements()
+    if not isinstance(elements, E.IntImm):
+        raise LoomError(
+            f"buffer {buf.name} in scope {buf.scope} needs a constant size to live on the stack"
+        )
+    return elements.value * buf.dtype.itemsize
+
+
+def check_stack(function: str, nbytes: int, limit: int) -> None:
+    """Refuse a function (or parallel task) whose stack buffers exceed the target's limit."""
+    if nbytes > limit:
+        raise LoomError(
+            f"function {function} allocates {nbytes} bytes on the stack (stack scopes such as "
+            f"local), more than the target's limit of {limit}; use scope 'global' for large "
+            "buffers"
+        )

@@ -371,6 +371,15 @@ def all_(*conds) -> PrimExpr:
     return result
 
 
+def conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+    """The conditions a conjunction (`&&`, through `likely`) is made of: the inverse of all_."""
+    if isinstance(cond, Call) and cond.op == "likely":
+        return conjuncts(cond.args[0])
+    if isinstance(cond, And):
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
 def any_(*conds) -> PrimExpr:
     """Disjunction of conditions (False if none)."""
     result: PrimExpr = const(False)

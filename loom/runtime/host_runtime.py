@@ -13,7 +13,9 @@ SOURCES = [
     NATIVE_DIR / "host" / "loom_vtcm.c",
     NATIVE_DIR / "common" / "loom_arena.c",
 ]
-VTCM_STATS = (
+# The statistics of loom_arena_stats, in its order (loom/runtime/native/common/loom_arena.h):
+# the host's VTCM allocator and the device runtime's (over the wire) report the same ones.
+ARENA_STATS = (
     "capacity",
     "in_use",
     "peak",
@@ -76,9 +78,9 @@ def set_num_threads(n: int) -> int:
 def vtcm_stats() -> dict[str, int]:
     """Statistics of the host's VTCM arena: capacity, in_use, peak, allocations, frees,
     failures, live_blocks, largest_free (bytes or counts)."""
-    out = (ctypes.c_int64 * len(VTCM_STATS))()
-    library().loom_vtcm_stats(out, len(VTCM_STATS))
-    return dict(zip(VTCM_STATS, out))
+    out = (ctypes.c_int64 * len(ARENA_STATS))()
+    library().loom_vtcm_stats(out, len(ARENA_STATS))
+    return dict(zip(ARENA_STATS, out))
 
 
 def configure_vtcm(capacity: int) -> None:

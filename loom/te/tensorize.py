@@ -19,7 +19,7 @@ from loom.errors import ScheduleError
 from loom.ir import op as irop
 from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer
-from loom.ir.expr import LT, And, Call, FloatImm, IntImm, PrimExpr, StringImm, Var
+from loom.ir.expr import LT, FloatImm, IntImm, PrimExpr, StringImm, Var
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Stmt
 from loom.ir.visitor import free_vars, post_order_visit, substitute
@@ -283,7 +283,7 @@ def _extents(
     extents = {pairs[leaf].name: IntImm(loop_extents[leaf]) for leaf in inner}
     by_var = {leaf.var: leaf for leaf in inner}
     for g in guards:
-        for cond in _conjuncts(g):
+        for cond in irop.conjuncts(g):
             used = [v for v in free_vars(cond) if v in by_var]
             if not used:
                 continue
@@ -297,11 +297,3 @@ def _extents(
             name = pairs[by_var[v]].name
             extents[name] = simplify(irop.min_(extents[name], cond.b - lhs_at_zero))
     return extents
-
-
-def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
-    if isinstance(cond, Call) and cond.op == "likely":
-        return _conjuncts(cond.args[0])
-    if isinstance(cond, And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    return [cond]

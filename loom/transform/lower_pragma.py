@@ -16,7 +16,7 @@ from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
 from loom.ir.dtype import dtype
-from loom.ir.expr import LT, And, BufferLoad, Call, IntImm, PrimExpr, Ramp, Var
+from loom.ir.expr import LT, BufferLoad, Call, IntImm, PrimExpr, Ramp, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.printer import to_text
 from loom.ir.simplify import simplify
@@ -146,7 +146,7 @@ def _guarded_extents(loops: list[For], guards: list[PrimExpr], where: str) -> li
     extents = [loop.extent for loop in loops]
     index = {loop.loop_var: k for k, loop in enumerate(loops)}
     for guard in guards:
-        for cond in _conjuncts(guard):
+        for cond in op.conjuncts(guard):
             used = [v for v in free_vars(cond) if v in index]
             if len(used) != 1 or not isinstance(cond, LT):
                 raise LoomError(
@@ -165,14 +165,6 @@ def _guarded_extents(loops: list[For], guards: list[PrimExpr], where: str) -> li
             start = substitute(rest, {loop.loop_var: loop.min for loop in loops})
             extents[k] = simplify(op.min_(extents[k], cond.b - start - loops[k].min))
     return extents
-
-
-def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
-    if isinstance(cond, Call) and cond.op == "likely":
-        return _conjuncts(cond.args[0])
-    if isinstance(cond, And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
-    return [cond]
 
 
 def _ramp_dim(src: PrimExpr, dst: PrimExpr, where: str) -> tuple[int, int, int]:

@@ -7,16 +7,15 @@ runtime's last error (unless the failing callee did), run the cleanups of the en
 
 from __future__ import annotations
 
-from loom import memory
 from loom.codegen.c.expr import CExpr, ExprCodegen
 from loom.codegen.c.parallel import parallel_for
 from loom.codegen.c.types import c_type, declaration, int_literal, memory_type, string_literal
+from loom.codegen.common import stack_buffer_bytes
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.bound import dtype_range
 from loom.ir.expr import IntImm
-from loom.memory.scope import Stack
 
 
 class FunctionCodegen(ExprCodegen):
@@ -185,21 +184,13 @@ class FunctionCodegen(ExprCodegen):
         """A stack buffer (lower_memory_scopes turned every other allocation into calls): an
         aligned local array."""
         buf = s.buffer
-        if not isinstance(memory.get(buf.scope).strategy, Stack):
-            raise LoomError(
-                f"buffer {buf.name} in scope {buf.scope} reached code generation as an "
-                "Allocate; lower_memory_scopes must run first"
-            )
-        elements = buf.storage_elements()
-        if not isinstance(elements, IntImm):
-            raise LoomError(
-                f"buffer {buf.name} in scope {buf.scope} needs a constant size to live on the stack"
-            )
-        self.stack_bytes += elements.value * buf.dtype.itemsize
+        nbytes = stack_buffer_bytes(s)
+        self.stack_bytes += nbytes
+        elements = nbytes // buf.dtype.itemsize
         align = max(buf.alignment, self.module.target.alignment)
         element = memory_type(buf.dtype)
         name = self.bind(buf.data)
         self.pointee[buf.data] = element
         self.distinct.add(buf.data)
-        self.emit(f"LOOM_ALIGNED({align}) {element} {name}[{max(elements.value, 1)}];")
+        self.emit(f"LOOM_ALIGNED({align}) {element} {name}[{max(elements, 1)}];")
         self.stmt(s.body)

@@ -15,6 +15,7 @@ from loom.codegen.c.function import FunctionCodegen
 from loom.codegen.c.helpers import helper_definition, helper_name
 from loom.codegen.c.names import C_BUILTINS, C_KEYWORDS, Namer, sanitize
 from loom.codegen.c.types import c_type, memory_type
+from loom.codegen.common import check_stack
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
@@ -136,12 +137,7 @@ class ModuleCodegen:
         self.add_definition(doc, f"int32_t {name}(void *const *args)", lines)
 
     def check_stack(self, cg: FunctionCodegen, name: str) -> None:
-        if cg.stack_bytes > self.target.stack_limit:
-            raise LoomError(
-                f"function {name} allocates {cg.stack_bytes} bytes on the stack (stack "
-                f"scopes such as local), more than the target's limit of "
-                f"{self.target.stack_limit}; use scope 'global' for large buffers"
-            )
+        check_stack(name, cg.stack_bytes, self.target.stack_limit)
 
     # -- pieces for parallel.py -------------------------------------------------------------
     def task_name(self, func_name: str) -> str:

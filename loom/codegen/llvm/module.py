@@ -14,16 +14,14 @@ import itertools
 
 from llvmlite import ir
 
-from loom import memory
-from loom.codegen.common import captured_vars
+from loom.codegen.common import captured_vars, check_stack, stack_buffer_bytes
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
-from loom.ir.expr import IntImm, Var
+from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.memory.scope import Stack
 from loom.runtime.signature import FunctionSignature
 from loom.target import Target
 
@@ -110,28 +108,13 @@ class ModuleCodegen:
         return b.load(ptr, typ=value_type(param.dtype))
 
     def _check_stack(self, cg: FunctionCodegen, name: str) -> None:
-        if cg.stack_bytes > self.target.stack_limit:
-            raise LoomError(
-                f"function {name} allocates {cg.stack_bytes} bytes on the stack (stack "
-                f"scopes such as local), more than the target's limit of "
-                f"{self.target.stack_limit}; use scope 'global' for large buffers"
-            )
+        check_stack(name, cg.stack_bytes, self.target.stack_limit)
 
     # -- allocations ---------------------------------------------------------------------------
     def allocate(self, cg: FunctionCodegen, s: S.Allocate) -> None:
         """A stack buffer (lower_memory_scopes turned every other allocation into calls)."""
         buf = s.buffer
-        if not isinstance(memory.get(buf.scope).strategy, Stack):
-            raise LoomError(
-                f"buffer {buf.name} in scope {buf.scope} reached code generation as "
-                "an Allocate; lower_memory_scopes must run first"
-            )
-        elements = buf.storage_elements()
-        if not isinstance(elements, IntImm):
-            raise LoomError(
-                f"buffer {buf.name} in scope {buf.scope} needs a constant size to live on the stack"
-            )
-        nbytes = elements.value * buf.dtype.itemsize
+        nbytes = stack_buffer_bytes(s)
         cg.stack_bytes += nbytes
         align = max(buf.alignment, self.target.alignment)
         cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from loom.errors import DeviceError, LoomError
+from loom.runtime.host_runtime import ARENA_STATS
 
 PROTOCOL_VERSION = 1
 REQUEST_MAGIC = b"LMRQ"
@@ -179,19 +180,6 @@ def unpack_time(payload: bytes) -> list[int]:
     return list(_unpack(f"<{repeat}Q", payload[4:], Command.TIME))
 
 
-STAT_NAMES = (
-    "capacity",
-    "in_use",
-    "peak",
-    "allocations",
-    "frees",
-    "failures",
-    "live_blocks",
-    "largest_free",
-)
-"""The statistics of loom_arena_stats, in wire order (loom/runtime/native/common/loom_arena.h)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class ArenaStats:
     capacity: int
@@ -206,8 +194,8 @@ class ArenaStats:
 
 def unpack_stats(payload: bytes) -> tuple[ArenaStats, ArenaStats]:
     """(VTCM statistics, heap statistics)."""
-    values = _unpack(f"<{2 * len(STAT_NAMES)}q", payload, Command.STATS)
-    n = len(STAT_NAMES)
+    values = _unpack(f"<{2 * len(ARENA_STATS)}q", payload, Command.STATS)
+    n = len(ARENA_STATS)
     return ArenaStats(*values[:n]), ArenaStats(*values[n:])
 
 
