@@ -134,9 +134,6 @@ class Buffer(Node):
 
         return BufferStore(self, convert(value), tuple(convert(i) for i in indices), predicate)
 
-    def with_scope(self, scope: str) -> Buffer:
-        return self.replace(scope=scope)
-
 
 def decl_buffer(
     shape: Sequence[int | PrimExpr],

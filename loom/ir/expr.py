@@ -625,9 +625,4 @@ class Let(PrimExpr):
         self._set("dtype", self.body.dtype)
 
 
-def is_const_int(e: PrimExpr, value: int | None = None) -> bool:
-    """True if `e` is an integer constant (equal to `value` if given)."""
-    return isinstance(e, IntImm) and (value is None or e.value == value)
-
-
 from loom.ir import op  # noqa: E402  (operators above call into op; op builds these classes)

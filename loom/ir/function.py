@@ -54,10 +54,6 @@ class PrimFunc(Node):
     def with_body(self, body: Stmt) -> PrimFunc:
         return self if body is self.body else self.replace(body=body)
 
-    @property
-    def buffer_params(self) -> tuple[Buffer, ...]:
-        return tuple(p for p in self.params if isinstance(p, Buffer))
-
 
 @node
 class IRModule(Node):
@@ -73,10 +69,6 @@ class IRModule(Node):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"IRModule has more than one function named {sorted(dup)}")
-
-    @staticmethod
-    def from_functions(*funcs: PrimFunc) -> IRModule:
-        return IRModule(tuple(funcs))
 
     def __getitem__(self, name: str) -> PrimFunc:
         for f in self.functions:

@@ -11,7 +11,6 @@ Type matching of a binary operation:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from loom.ir import semantics
 from loom.ir.dtype import BOOL, FLOAT32, INT32, INT64, DataType, dtype
@@ -490,7 +489,3 @@ def likely(cond) -> PrimExpr:
     if isinstance(cond, IntImm):
         return cond
     return Call(cond.dtype, "likely", (cond,))
-
-
-def as_index_list(values: Sequence) -> tuple[PrimExpr, ...]:
-    return tuple(convert(v) for v in values)

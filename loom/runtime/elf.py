@@ -67,15 +67,6 @@ class ElfFile:
             }
         )
 
-    def defined_functions(self) -> list[str]:
-        return sorted(
-            {
-                s.name
-                for s in self.symbols
-                if not s.undefined and s.type == 2 and s.binding in (1, 2)
-            }
-        )
-
     def section(self, name: str) -> Section | None:
         for s in self.sections:
             if s.name == name:

@@ -88,6 +88,18 @@ def test_unknown_function_and_vtcm_out_of_memory(dev):
     np.testing.assert_array_equal(c, expected)
 
 
+def test_an_unloaded_module_can_no_longer_be_called(dev):
+    mod = loom.build(*seed_program(), target=V66, name="alloc_vtcm")
+    loaded = mod.to_device(dev)
+    a, b, expected = seed_inputs()
+    loaded.unload()
+    with pytest.raises(DeviceError, match=r"no module \d+ is loaded"):
+        loaded["alloc_vtcm"](a, b, np.zeros(2048, np.int8))
+    c = np.zeros(2048, np.int8)
+    mod.to_device(dev)["alloc_vtcm"](a, b, c)  # loading it again works
+    np.testing.assert_array_equal(c, expected)
+
+
 def test_vtcm_exhausted_at_run_time_frees_what_it_took():
     with loom.device("hexagon-sim", vtcm_size=3000) as small:
         mod = loom.build(*seed_program(), target=V66, name="alloc_vtcm")

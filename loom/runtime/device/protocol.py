@@ -62,11 +62,6 @@ def encode_request(command: int, payload: bytes = b"") -> bytes:
     return HEADER.pack(REQUEST_MAGIC, int(command), len(payload)) + bytes(payload)
 
 
-def encode_response(status: int, payload: bytes = b"") -> bytes:
-    """A response frame (what the device sends; for tests and device-side tools)."""
-    return HEADER.pack(RESPONSE_MAGIC, status, len(payload)) + bytes(payload)
-
-
 def read_exactly(stream: Readable, n: int, what: str) -> bytes:
     """n bytes from `stream` (which may return fewer per read), or a ProtocolError naming
     `what` was being read when the stream ended."""
