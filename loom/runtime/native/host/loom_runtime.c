@@ -54,6 +54,7 @@ typedef struct {
     atomic_int next_task;
     atomic_int done_tasks;
     atomic_int failed;
+    int workers; /* pool threads holding this job; guarded by pool_lock */
     char error[LOOM_ERROR_SIZE];
 } job_t;
 
@@ -93,8 +94,15 @@ static void *worker_main(void *arg) {
         while (generation == seen) pthread_cond_wait(&work_ready, &pool_lock);
         seen = generation;
         job_t *job = current_job;
+        if (job) job->workers++;
         pthread_mutex_unlock(&pool_lock);
-        if (job) run_tasks(job);
+        if (!job) continue;
+        run_tasks(job);
+        /* The job lives on the launcher's stack: the launcher returns only after every worker
+         * that picked it up has let go of it here. */
+        pthread_mutex_lock(&pool_lock);
+        if (--job->workers == 0) pthread_cond_broadcast(&work_done);
+        pthread_mutex_unlock(&pool_lock);
     }
     return NULL;
 }
@@ -175,7 +183,9 @@ int32_t loom_parallel_launch(loom_task_fn fn, void *closure, int32_t num_tasks) 
     pthread_mutex_unlock(&pool_lock);
     run_tasks(&job);
     pthread_mutex_lock(&pool_lock);
-    while (atomic_load(&job.done_tasks) < num_tasks) pthread_cond_wait(&work_done, &pool_lock);
+    while (atomic_load(&job.done_tasks) < num_tasks || job.workers > 0) {
+        pthread_cond_wait(&work_done, &pool_lock);
+    }
     current_job = NULL;
     pthread_mutex_unlock(&pool_lock);
     pthread_mutex_unlock(&launch_lock);
