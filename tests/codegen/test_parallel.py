@@ -10,6 +10,7 @@ import numpy as np
 import loom
 from loom import te
 from loom.runtime import host_runtime
+from tests.thread_sanitizer import assert_race_free
 
 
 def test_nested_parallel_loops_give_right_results():
@@ -57,14 +58,5 @@ def test_loom_num_threads_environment_variable():
 def test_thread_pool_under_thread_sanitizer(tmp_path):
     """Regression: a pool thread that woke late used to run a finished launch's job, which
     lives on the launcher's stack, and wrote into whatever frame was there (a crash under load)."""
-    exe = tmp_path / "stress"
     sources = [pathlib.Path(__file__).with_name("thread_pool_stress.c"), *host_runtime.SOURCES[:1]]
-    subprocess.run(
-        ["cc", "-O1", "-g", "-pthread", "-fsanitize=thread", "-o", str(exe), *map(str, sources)],
-        check=True,
-    )
-    for threads in ("2", "4"):
-        env = dict(os.environ, LOOM_NUM_THREADS=threads, TSAN_OPTIONS="halt_on_error=1")
-        run = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=300)
-        assert "ThreadSanitizer" not in run.stderr, run.stderr[:4000]
-        assert run.returncode == 0, (run.returncode, run.stdout, run.stderr[:2000])
+    assert_race_free(tmp_path / "stress", sources, [{"LOOM_NUM_THREADS": n} for n in ("2", "4")])

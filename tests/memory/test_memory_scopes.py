@@ -11,9 +11,10 @@ import pytest
 
 import loom
 from loom import LoomError, memory, te
-from loom.runtime import scratchpad_emu
+from loom.runtime import host_runtime, scratchpad_emu
 from loom.transform import PassContext, prim_func_pass
 from tests.programs import SCRATCHPAD_BASE, seed_inputs, seed_program
+from tests.thread_sanitizer import assert_race_free
 
 
 def test_registry_lists_builtins_and_rejects_unknown_scopes():
@@ -354,3 +355,12 @@ def test_guarded_tile_copies_become_shorter_transfers(spad):
     mod["tiles"](a, c)
     np.testing.assert_array_equal(c, a)
     assert scratchpad_emu.last_transfer()["count"] - before == 4  # three mvin, one mvout
+
+
+def test_vtcm_allocator_is_race_free_across_threads(tmp_path):
+    """Kernels on several threads (a parallel loop, or Python threads) share the one arena."""
+    sources = [pathlib.Path(__file__).with_name("vtcm_stress.c"), *host_runtime.SOURCES]
+    [out] = assert_race_free(tmp_path / "vtcm_stress", sources)
+    stats = dict(zip(host_runtime.ARENA_STATS, map(int, out.split()[3:]), strict=True))
+    assert out.startswith("failures 0 ")
+    assert stats["allocations"] == stats["frees"] == 4 * 5000 and stats["in_use"] == 0

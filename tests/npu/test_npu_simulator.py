@@ -8,6 +8,7 @@ against Python's exact integers, and a tiled matmul against numpy's integer prod
 
 from __future__ import annotations
 
+import pathlib
 import re
 import threading
 from collections.abc import Callable
@@ -18,6 +19,8 @@ import pytest
 from loom.errors import LoomError
 from loom.runtime import abi
 from loom.runtime import npu_sim as npu
+from loom.runtime.native_lib import NATIVE_DIR
+from tests.thread_sanitizer import assert_race_free
 
 DIM, SPAD_ROWS, ACC_ROWS, ACC_BASE = npu.DIM, npu.SPAD_ROWS, npu.ACC_ROWS, npu.ACC_BASE
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -846,3 +849,11 @@ def _release_elsewhere() -> str:
     except LoomError as e:
         return str(e)
     return "released"
+
+
+def test_ownership_orders_instruction_sequences_under_thread_sanitizer(tmp_path):
+    native = NATIVE_DIR / "npu"
+    driver = pathlib.Path(__file__).with_name("npu_ownership_stress.c")
+    sources = [driver, native / "npu_sim.c"]
+    [out] = assert_race_free(tmp_path / "npu_stress", sources, flags=[f"-I{native}"])
+    assert out == f"failures 0 macs {4 * 500 * 16**3}\n"

@@ -1,0 +1,23 @@
+"""Build a C stress driver with ThreadSanitizer and run it: the native libraries that loom's
+kernels call from several threads (thread pool, VTCM allocator, NPU ownership) are checked
+for data races this way. gcc's TSan runtime (libtsan) comes with gcc, which setup installs."""
+
+import os
+import pathlib
+import subprocess
+
+
+def assert_race_free(exe: pathlib.Path, sources, envs=({},), flags=()) -> list[str]:
+    """Compile `sources` (with extra compiler `flags`) into `exe` with -fsanitize=thread, run it
+    once per environment in `envs`, and fail on any TSan report or non-zero exit. Returns each
+    run's stdout."""
+    command = ["cc", "-O1", "-g", "-pthread", "-fsanitize=thread", *flags, "-o", str(exe)]
+    subprocess.run([*command, *map(str, sources)], check=True)
+    outputs = []
+    for extra in envs:
+        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", **extra)
+        run = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=300)
+        assert "ThreadSanitizer" not in run.stderr, run.stderr[:4000]
+        assert run.returncode == 0, (run.returncode, run.stdout, run.stderr[:2000])
+        outputs.append(run.stdout)
+    return outputs
