@@ -1,6 +1,7 @@
 """Build a C stress driver with ThreadSanitizer and run it: the native libraries that loom's
 kernels call from several threads (thread pool, VTCM allocator, NPU ownership) are checked
-for data races this way. gcc's TSan runtime (libtsan) comes with gcc, which setup installs."""
+for data races this way. `cc` is the system C compiler loom links with (gcc on Debian); its
+TSan runtime, libtsan2, is a dependency of libgcc-12-dev, which gcc and clang both pull in."""
 
 import os
 import pathlib
