@@ -12,8 +12,9 @@ def assert_race_free(exe: pathlib.Path, sources, envs=({},), flags=()) -> list[s
     """Compile `sources` (with extra compiler `flags`) into `exe` with -fsanitize=thread, run it
     once per environment in `envs`, and fail on any TSan report or non-zero exit. Returns each
     run's stdout."""
-    command = ["cc", "-O1", "-g", "-pthread", "-fsanitize=thread", *flags, "-o", str(exe)]
-    subprocess.run([*command, *map(str, sources)], check=True)
+    tests_dir = pathlib.Path(__file__).parent  # for stress_threads.h
+    command = ["cc", "-O1", "-g", "-pthread", "-fsanitize=thread", f"-I{tests_dir}", *flags]
+    subprocess.run([*command, "-o", str(exe), *map(str, sources)], check=True)
     outputs = []
     for extra in envs:
         env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", **extra)

@@ -1,10 +1,11 @@
 /* Four threads allocate, fill and free blocks of the host's VTCM arena at once. Built with
  * -fsanitize=thread by test_memory_scopes.py: allocator state touched outside its lock is
  * reported as a race. Prints the arena statistics (loom_arena.h order) at the end. */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "stress_threads.h"
 
 #define THREADS 4
 #define ROUNDS 5000
@@ -25,14 +26,7 @@ static void *run(void *arg) {
 }
 
 int main(void) {
-    pthread_t threads[THREADS];
-    int failures = 0;
-    for (long i = 0; i < THREADS; ++i) pthread_create(&threads[i], NULL, run, (void *)(i + 1));
-    for (int i = 0; i < THREADS; ++i) {
-        void *result;
-        pthread_join(threads[i], &result);
-        failures += result != NULL;
-    }
+    int failures = run_threads(run, THREADS);
     int64_t stats[16];
     int n = loom_vtcm_stats(stats, 16);
     printf("failures %d stats", failures);

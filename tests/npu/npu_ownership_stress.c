@@ -2,11 +2,11 @@
  * (mvin, preload, compute, mvout), checks its own result and releases. Built with
  * -fsanitize=thread by test_npu_simulator.py: an instruction sequence that is not ordered by
  * npu_acquire/npu_release against another thread's is reported as a race. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "npu_sim.h"
+#include "stress_threads.h"
 
 #define THREADS 4
 #define ROUNDS 500
@@ -33,14 +33,7 @@ static void *run(void *arg) {
 }
 
 int main(void) {
-    pthread_t threads[THREADS];
-    int failures = 0;
-    for (long i = 0; i < THREADS; ++i) pthread_create(&threads[i], NULL, run, (void *)(i + 1));
-    for (int i = 0; i < THREADS; ++i) {
-        void *result;
-        pthread_join(threads[i], &result);
-        failures += result != NULL;
-    }
+    int failures = run_threads(run, THREADS);
     int64_t counters[NPU_NCOUNTERS];
     npu_read_counters(counters);
     printf("failures %d macs %lld\n", failures, (long long)counters[NPU_COUNTER_MACS]);
