@@ -63,6 +63,7 @@ from loom.ir.stmt import (
     Stmt,
     seq,
 )
+from loom.ir.structural import assert_structural_equal, structural_equal
 from loom.ir.visitor import Mutator, Visitor, free_vars, post_order_visit, substitute
 
 __all__ = [
@@ -126,6 +127,7 @@ __all__ = [
     "Sub",
     "Var",
     "Visitor",
+    "assert_structural_equal",
     "decl_buffer",
     "dtype",
     "free_vars",
@@ -134,6 +136,7 @@ __all__ = [
     "post_order_visit",
     "python_source",
     "seq",
+    "structural_equal",
     "substitute",
     "to_text",
 ]

@@ -5,7 +5,28 @@ import numpy as np
 
 import loom
 from loom import te
-from loom.ir import BufferLoad, BufferStore, For, ForKind, Ramp, post_order_visit
+from loom.ir import (
+    LT,
+    Broadcast,
+    BufferLoad,
+    BufferStore,
+    Call,
+    FloatImm,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRModule,
+    PrimFunc,
+    Ramp,
+    Var,
+    assert_structural_equal,
+    decl_buffer,
+    post_order_visit,
+)
+from loom.target import Target
+from loom.transform import PassContext
+from loom.transform.vectorize_loop import vectorize_loop
 
 
 def nodes(mod, cls):
@@ -72,3 +93,121 @@ def test_loop_carried_dependency_is_not_vectorized():
     x = np.zeros(9, np.int32)
     loom.ir.interpret(mod, x)
     np.testing.assert_array_equal(x, np.arange(9))
+
+
+# -- before/expected: hand-built IR before the pass and the IR expected after it -----------------
+
+
+def _func(build, target=None):
+    A, B, C = (decl_buffer((n,), "float32", name) for n, name in ((16, "A"), (16, "B"), (10, "C")))
+    mod = IRModule((PrimFunc("main", (A, B, C), build(A, B, C)),))
+    return mod if target is None else mod.with_attr("target", target)
+
+
+def _loop(i, extent, body, kind="vectorized"):
+    return For(i, IntImm(0), IntImm(extent), kind, body)
+
+
+def _ramp(base, lanes=4):
+    return Ramp(base if not isinstance(base, int) else IntImm(base), IntImm(1), lanes)
+
+
+def _check(before, expected, target=None):
+
+    assert_structural_equal(vectorize_loop(_func(before, target)), _func(expected, target))
+
+
+def test_before_expected_loop_becomes_ramp_and_broadcast():
+    def before(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, B.store(A[i] * FloatImm(2.0), (i,)))
+
+    def expected(A, B, C):
+        value = A.load([_ramp(0)]) * Broadcast(FloatImm(2.0), 4)
+        return B.store(value, (_ramp(0),))
+
+    _check(before, expected)
+
+
+def test_before_expected_inner_loop_of_a_split():
+    def before(A, B, C):
+        o, i = Var("o"), Var("i")
+        return _loop(o, 4, _loop(i, 4, B.store(A[o * 4 + i] + 1.0, (o * 4 + i,))), "serial")
+
+    def expected(A, B, C):
+        o = Var("o")
+        value = A.load([_ramp(o * 4)]) + Broadcast(FloatImm(1.0), 4)
+        return _loop(o, 4, B.store(value, (_ramp(o * 4),)), "serial")
+
+    _check(before, expected)
+
+
+def test_before_expected_guarded_tail_becomes_masked_store_and_load():
+    def before(A, B, C):
+        o, i = Var("o"), Var("i")
+        index = o * 4 + i
+        guarded = IfThenElse(LT(index, IntImm(10)), C.store(C[index] + 1.0, (index,)))
+        return _loop(o, 3, _loop(i, 4, guarded), "serial")
+
+    def expected(A, B, C):
+        o = Var("o")
+        mask = LT(_ramp(o * 4), Broadcast(IntImm(10), 4))
+        value = C.load([_ramp(o * 4)], mask) + Broadcast(FloatImm(1.0), 4)
+        return _loop(o, 3, C.store(value, (_ramp(o * 4),), mask), "serial")
+
+    _check(before, expected)
+
+
+def test_before_expected_lane_invariant_load_is_broadcast():
+    def before(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, B.store(A[IntImm(0)], (i,)))
+
+    def expected(A, B, C):
+        return B.store(Broadcast(A[IntImm(0)], 4), (_ramp(0),))
+
+    _check(before, expected)
+
+
+def _serial_fallback(body_of):
+    """A vectorized loop whose body the pass must not vectorize, and the serial loop it becomes."""
+
+    def before(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, body_of(i, A, B))
+
+    def expected(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, body_of(i, A, B), "serial")
+
+    return before, expected
+
+
+def test_before_expected_store_independent_of_the_lane_stays_serial():
+    _check(*_serial_fallback(lambda i, A, B: B.store(A[i], (IntImm(0),))))
+
+
+def test_before_expected_read_at_another_index_than_written_stays_serial():
+    _check(*_serial_fallback(lambda i, A, B: B.store(B[i + 1], (i,))))
+
+
+def test_before_expected_extern_call_stays_serial():
+    _check(
+        *_serial_fallback(lambda i, A, B: B.store(Call("float32", "expf", (A[i],), "extern"), (i,)))
+    )
+
+
+def test_before_expected_disabled_by_config_or_scalar_target():
+
+    before, expected = _serial_fallback(lambda i, A, B: B.store(A[i], (i,)))
+    with PassContext(config={"tir.disable_vectorize": True}):
+        _check(before, expected)
+    _check(before, expected, target=Target("c"))  # C's code generator takes scalar IR
+
+
+def test_before_expected_other_loops_are_left_alone():
+    def build(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, B.store(A[i], (i,)), "serial")
+
+    _check(build, build)

@@ -1,0 +1,222 @@
+"""lower_memory_scopes: hand-built IR before the pass and the IR expected after it (TVM's
+before/expected style). Stack scopes stay allocations (with the scope's alignment), runtime
+allocator scopes become alloc / NULL check / deferred free, fixed-address scopes become constant
+pointers packed in order; capacities are checked; the function records its scopes."""
+
+import pytest
+
+from loom import LoomError, memory
+from loom.ir import (
+    NOP,
+    Allocate,
+    AssertStmt,
+    Call,
+    Cast,
+    DeferStmt,
+    Evaluate,
+    FloatImm,
+    For,
+    IntImm,
+    IRModule,
+    LetStmt,
+    Not,
+    PrimFunc,
+    Var,
+    assert_structural_equal,
+    decl_buffer,
+    seq,
+)
+from loom.target import Target
+from loom.transform.lower_memory import lower_memory_scopes
+
+SCRATCH_BASE = 0x1000
+WORDS_BASE = 0x200
+
+
+@pytest.fixture
+def scopes():
+    """Two fixed-address memories: 256 bytes addressed in bytes (16-byte alignment) and 64 bytes
+    addressed in 32-bit words."""
+    registered = [
+        memory.MemoryScope(
+            "test.scratch",
+            memory.FixedAddress(SCRATCH_BASE, 256, 8, "scratch"),
+            alignment=16,
+            accessible_from=("test_dev",),
+        ),
+        memory.MemoryScope(
+            "test.words",
+            memory.FixedAddress(WORDS_BASE, 64, 32, "words"),
+            alignment=4,
+            accessible_from=("test_dev",),
+        ),
+    ]
+    for scope in registered:
+        memory.register(scope, replace=True)
+    yield
+    for scope in registered:
+        memory.unregister(scope.name)
+
+
+def func(build, target="llvm", attrs=()):
+    A = decl_buffer((8,), "float32", "A")
+    mod = IRModule((PrimFunc("main", (A,), build(A), attrs),))
+    return mod.with_attr("target", Target(target))
+
+
+def check(before, expected, scopes, target="llvm"):
+    after = lower_memory_scopes(func(before, target))
+    assert_structural_equal(after, func(expected, target, {"memories": scopes}))
+
+
+def copy_through(T, A):
+    """for i in 0..8: T[i] = A[i]; A[i] = T[i] * 2"""
+    i = Var("i")
+    body = seq(T.store(A[i], (i,)), A.store(T[i] * FloatImm(2.0), (i,)))
+    return For(i, IntImm(0), IntImm(8), "serial", body)
+
+
+def test_stack_scope_stays_an_allocation_with_the_scope_alignment():
+    def before(A):
+        T = decl_buffer((8,), "float32", "T", scope="local")
+        return Allocate(T, copy_through(T, A))
+
+    def expected(A):
+        T = decl_buffer((8,), "float32", "T", scope="local")
+        # Only the Allocate's buffer gets the alignment: the accesses in the body keep the
+        # buffer as it was (same data, alignment 0).
+        return Allocate(T.replace(alignment=64), copy_through(T, A))
+
+    check(before, expected, ("local",))
+
+
+def test_runtime_allocator_scope_becomes_alloc_check_and_deferred_free():
+    def before(A):
+        T = decl_buffer((8,), "float32", "T", scope="global")
+        return Allocate(T, copy_through(T, A))
+
+    def expected(A):
+        T = decl_buffer((8,), "float32", "T", scope="global")
+        alloc = Call("handle", "loom_alloc", (IntImm(32, "int64"), IntImm(64, "int64")), "extern")
+        free = Evaluate(Call("int32", "loom_free", (T.data,), "extern"))
+        not_null = Not(Call("bool", "isnullptr", (T.data,)))
+        # loom_alloc sets the last error: the assertion carries no message of its own
+        return LetStmt(
+            T.data, alloc, AssertStmt(not_null, None, DeferStmt(free, copy_through(T, A)))
+        )
+
+    check(before, expected, ("global",))
+
+
+def test_vtcm_uses_the_vtcm_allocator_and_its_alignment():
+    def before(A):
+        T = decl_buffer((8,), "float32", "T", scope="local.vtcm")
+        return Allocate(T, copy_through(T, A))
+
+    def expected(A):
+        T = decl_buffer((8,), "float32", "T", scope="local.vtcm")
+        size_align = (IntImm(32, "uint32"), IntImm(128, "uint32"))
+        alloc = Call("handle", "HexagonBackendAllocateVTCM", size_align, "extern")
+        free = Evaluate(Call("int32", "HexagonBackendFreeVTCM", (T.data,), "extern"))
+        not_null = Not(Call("bool", "isnullptr", (T.data,)))
+        return LetStmt(
+            T.data, alloc, AssertStmt(not_null, None, DeferStmt(free, copy_through(T, A)))
+        )
+
+    check(before, expected, ("local.vtcm",))
+
+
+def address(value):
+    return Cast("handle", IntImm(value, "uint64"))
+
+
+def test_fixed_address_buffers_are_packed_in_order(scopes):
+    def before(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")  # 40 bytes
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
+
+    def expected(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        body = seq(copy_through(T, A), copy_through(U, A))
+        # U starts at the next 16-byte boundary after T's 40 bytes
+        return LetStmt(
+            T.data, address(SCRATCH_BASE), LetStmt(U.data, address(SCRATCH_BASE + 48), body)
+        )
+
+    check(before, expected, ("test.scratch",))
+
+
+def test_word_addressed_memory_counts_in_words(scopes):
+    def before(A):
+        T = decl_buffer((3,), "int8", "T", scope="test.words")  # 3 bytes, rounded to a word
+        U = decl_buffer((2,), "int32", "U", scope="test.words")
+        return Allocate(
+            T, Allocate(U, seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,))))
+        )
+
+    def expected(A):
+        T = decl_buffer((3,), "int8", "T", scope="test.words")
+        U = decl_buffer((2,), "int32", "U", scope="test.words")
+        body = seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,)))
+        return LetStmt(T.data, address(WORDS_BASE), LetStmt(U.data, address(WORDS_BASE + 1), body))
+
+    check(before, expected, ("test.words",))
+
+
+def test_scopes_are_recorded_in_order_after_known_ones():
+    def before(A):
+        T = decl_buffer((8,), "float32", "T", scope="local")
+        return Allocate(T, copy_through(T, A))
+
+    mod = func(before).map_functions(lambda f: f.with_attr("memories", ("global",)))
+    assert lower_memory_scopes(mod)["main"].attr("memories") == ("global", "local")
+
+
+def test_function_without_allocations_is_left_alone():
+    def build(A):
+        return A.store(FloatImm(0.0), (0,))
+
+    assert_structural_equal(lower_memory_scopes(func(build)), func(build))
+    assert lower_memory_scopes(func(lambda A: NOP))["main"].attr("memories") is None
+
+
+def test_fixed_address_overflow_is_an_error(scopes):
+    def before(A):
+        T = decl_buffer((40,), "float32", "T", scope="test.scratch")  # 160 bytes
+        U = decl_buffer((30,), "float32", "U", scope="test.scratch")  # 120 more: 280 > 256
+        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
+
+    with pytest.raises(
+        LoomError, match=r"buffers in memory scope test.scratch need 280 bytes .*has 256 bytes"
+    ):
+        lower_memory_scopes(func(before))
+
+
+def test_allocation_larger_than_the_target_vtcm_is_an_error():
+    def before(A):
+        T = decl_buffer((1024,), "float32", "T", scope="local.vtcm")
+        return Allocate(T, T.store(FloatImm(0.0), (0,)))
+
+    with pytest.raises(
+        LoomError, match=r"buffer T needs 4096 bytes but memory scope local.vtcm has 2048 bytes"
+    ):
+        lower_memory_scopes(func(before, target="hexagon -vtcm=2048"))
+
+
+def test_symbolic_size_in_fixed_address_memory_is_an_error(scopes):
+    n = Var("n")
+
+    def before(A):
+        T = decl_buffer((n,), "float32", "T", scope="test.scratch")
+        return Allocate(T, T.store(FloatImm(0.0), (0,)))
+
+    with pytest.raises(LoomError, match=r"buffer T in fixed-address scope .* constant size"):
+        lower_memory_scopes(func(before))
+
+
+def test_module_without_target_is_an_error():
+    mod = IRModule((PrimFunc("main", (), NOP),))
+    with pytest.raises(LoomError, match=r"this pass needs the module's target"):
+        lower_memory_scopes(mod)
