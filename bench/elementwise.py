@@ -17,7 +17,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import common
 
 import loom
-from loom.ops import cpu
+from loom.backend.cpu import strategies as cpu
 
 
 def main() -> None:

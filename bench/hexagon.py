@@ -18,7 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import common
 
 import loom
-from loom.ops import hexagon as hx
+from loom.backend.hexagon import strategies as hx
 
 
 def main() -> None:

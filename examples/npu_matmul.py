@@ -15,7 +15,7 @@ import numpy as np
 
 import loom
 from loom.backend import npu
-from loom.runtime import npu_sim
+from loom.backend.npu import simulator as npu_sim
 
 TITLE = "int8 matmul on the reference NPU (scratchpad, mvin/mvout, tensorize), simulated"
 MULTIPLIER, SHIFT, RELU = 5, 11, True

@@ -1,13 +1,33 @@
-"""loom: a tensor compiler for processors with explicit memory hierarchies."""
+"""loom: a tensor compiler for processors with explicit memory hierarchies.
 
-__version__ = "0.1.0"
+`import loom` loads nothing but the error classes and the version; every other name is imported
+on first use (PEP 562), so that `import loom.runtime` loads the runtime without the compiler
+(docs/architecture.md, "Layers").
+"""
 
-from loom import backend, ir, nd, runtime, target, te, transform
-from loom.backend import npu as _npu  # noqa: F401  (registers the built-in reference NPU)
-from loom.driver import build, lower
 from loom.errors import DeviceError, InterpreterError, LoomError, LoweringError, ScheduleError
-from loom.runtime.session import device
-from loom.transform import PassContext
+from loom.lazy import lazy_attributes
+from loom.version import __version__
+
+_LAZY = {  # name -> (module, attribute or None for the module itself)
+    "abi": ("loom.abi", None),
+    "backend": ("loom.backend", None),
+    "build": ("loom.driver", "build"),
+    "device": ("loom.runtime.session", "device"),
+    "ir": ("loom.ir", None),
+    "lower": ("loom.driver", "lower"),
+    "memory": ("loom.memory", None),
+    "nd": ("loom.nd", None),
+    "ops": ("loom.ops", None),
+    "packaging": ("loom.packaging", None),
+    "PassContext": ("loom.transform", "PassContext"),
+    "runtime": ("loom.runtime", None),
+    "target": ("loom.target", None),
+    "te": ("loom.te", None),
+    "transform": ("loom.transform", None),
+}
+
+__getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
 
 __all__ = [
     "DeviceError",
@@ -16,12 +36,17 @@ __all__ = [
     "LoweringError",
     "PassContext",
     "ScheduleError",
+    "__version__",
+    "abi",
     "backend",
     "build",
     "device",
     "ir",
     "lower",
+    "memory",
     "nd",
+    "ops",
+    "packaging",
     "runtime",
     "target",
     "te",

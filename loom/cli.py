@@ -6,15 +6,15 @@ import argparse
 import json
 import sys
 
+from loom import abi
+from loom.abi import FunctionSignature
 from loom.errors import LoomError
+from loom.runtime.load import read_library
+from loom.target import Target
 
 
 def inspect_library(path: str) -> dict:
     """Everything `loom inspect` reports, as a JSON-ready dict; nothing of the library runs."""
-    from loom.runtime import abi
-    from loom.runtime.export import read_library
-    from loom.target import Target
-
     parsed, art, size = read_library(path, require_loaders=False)
     modules = art.metadata["modules"]
     root_target = next((m.get("target") for m in modules if m.get("dso")), None)
@@ -55,8 +55,6 @@ def inspect_library(path: str) -> dict:
 
 
 def _describe(sig: dict) -> str:
-    from loom.runtime.signature import FunctionSignature
-
     return FunctionSignature.from_json(sig).describe()
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loom.backend.base import checked_passes
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
+from loom.packaging import finish
 from loom.target import Target, as_target
+from loom.te.lower import lower_schedule
 from loom.te.schedule import Schedule
 from loom.te.tensor import Tensor
 from loom.transform import pipeline
@@ -32,8 +35,6 @@ def lower(
             raise TypeError(
                 "lower(schedule, args): the argument list (tensors and scalar vars) is required"
             )
-        from loom.te.lower import lower_schedule
-
         mod = IRModule((lower_schedule(inp, list(args), name),))
     elif isinstance(inp, PrimFunc):
         mod = IRModule((inp,))
@@ -45,23 +46,13 @@ def lower(
     if target is None:
         return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)
     target = as_target(target)
-    backend = _backend_of(target)
-    backend_passes = []
-    if backend is not None:
-        if not isinstance(inp, IRModule):  # a module given whole is already partitioned
-            mod = backend.partition(mod.functions[0])
-        from loom.backend.base import checked_passes
-
-        backend_passes = checked_passes(backend)
+    backend = target.backend
+    # a module given whole is already partitioned
+    if backend.partitions and not isinstance(inp, IRModule):
+        mod = backend.partition(mod.functions[0])
+    backend_passes = checked_passes(backend)
     mod = mod.with_attr("target", target)
     return ctx.run(pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend_passes), mod)
-
-
-def _backend_of(target: Target):
-    """The registered accelerator backend `target` names, if any."""
-    from loom import backend
-
-    return backend.get(target.kind) if backend.is_backend(target.kind) else None
 
 
 def build(
@@ -73,21 +64,10 @@ def build(
     """Lower and compile to a callable `loom.runtime.Module` (as `tvm.build`).
 
     `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", "c" (C
-    compiled by the system compiler), or a Target.
+    compiled by the system compiler), "hexagon ...", a registered accelerator's name, or a
+    Target. The target's kind (a registered `loom.backend.Backend`) generates the code;
+    `loom.packaging.finish` resolves its symbols, links it and loads it.
     """
     target = as_target(target)
     mod = lower(inp, args, name, target=target)
-    backend = _backend_of(target)
-    if backend is not None:
-        return backend.codegen(mod, target)
-    if target.kind == "c":
-        from loom.codegen.c import build_c
-
-        return build_c(mod, target)
-    if target.kind == "hexagon":
-        from loom.codegen.llvm import build_device
-
-        return build_device(mod, target)
-    from loom.codegen.llvm import build_llvm
-
-    return build_llvm(mod, target)
+    return finish(target.backend.codegen(mod, target))

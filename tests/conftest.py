@@ -5,7 +5,12 @@ import pathlib
 import pytest
 from hypothesis import settings
 
-from loom.runtime import scratchpad_emu
+# Everything loom registers when imported (target kinds, memories, passes, config keys, loaders)
+# is registered before the first snapshot, so restoring one never removes it.
+import loom.driver
+import loom.packaging  # noqa: F401
+from loom import registry
+from loom.memory import scratchpad_emu
 from tests.programs import SCRATCHPAD_BASE
 
 # Property tests draw the same examples on every run (so CI is reproducible); run
@@ -23,6 +28,15 @@ def pytest_addoption(parser):
         action="store_true",
         help="rewrite tests/golden/*.txt from the current output instead of comparing",
     )
+
+
+@pytest.fixture(autouse=True)
+def no_registration_left_behind():
+    """Every registry (memory scopes, pragma rules, runtime libraries, loaders, target kinds) is
+    put back as it was after each test."""
+    saved = registry.snapshot_all()
+    yield
+    registry.restore_all(saved)
 
 
 @pytest.fixture

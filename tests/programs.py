@@ -4,7 +4,7 @@ import numpy as np
 
 from loom.demo import examples_dir, load_example
 
-# where tests place the example accelerator's scratchpad (loom.runtime.scratchpad_emu)
+# where tests place the example accelerator's scratchpad (loom.memory.scratchpad_emu)
 SCRATCHPAD_BASE = 0x4000_0000
 
 VTCM_SEED = load_example(examples_dir() / "vtcm_seed.py")

@@ -1,17 +1,25 @@
-"""The accelerator plug-in API: one class declares everything an accelerator adds to loom.
+"""The target plug-in API: one class declares everything a kind of target adds to loom.
 
-A `Backend` names its target (`loom.build(..., target=<name>)`), the memories of the
-accelerator (memory scopes with fixed address ranges and who may access them), the runtime
-library of its instructions (the symbols generated code may call), its tensor intrinsics,
-its pragma rules (data-movement loops to instructions), its operator strategies (op name ->
-compute and schedule), its passes at named phases, and its code generation. Passes always
-receive the whole IRModule: the host function and the accelerator kernels.
+A `Backend` names its target kind (`loom.build(..., target=<name>)`), the options its target
+strings take, the device its code runs on, its memories (memory scopes, with who may access
+them), the runtime libraries its code may call, its tensor intrinsics, its pragma rules
+(data-movement loops to instructions), its operator strategies (op name -> compute and
+schedule), its passes at named phases, and its code generation. Passes always receive the whole
+IRModule: the host function and the accelerator kernels.
+
+Every target kind is one: the CPU kinds `llvm` and `c` (loom/backend/cpu), Hexagon
+(loom/backend/hexagon), the reference NPU (loom/backend/npu) and a user's accelerator are all
+registered with `register`, and `loom.build` asks this registry how to build a target.
+An accelerator (`partitions = True`, the default) has its functions split into a host function
+that runs on the CPU and kernels for the accelerator.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+from loom import abi, memory
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
@@ -19,7 +27,7 @@ from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import NOP, AssertStmt
 from loom.memory.pragma import PragmaRule
 from loom.memory.scope import MemoryScope
-from loom.runtime import abi
+from loom.registry import Registry
 from loom.runtime.module import Module
 from loom.te.tensorize import TensorIntrin
 from loom.transform.pass_infra import PHASES, Pass, as_pass
@@ -29,13 +37,49 @@ KERNEL_ATTR = "backend_kernel"
 
 
 class Backend:
-    """Override what your accelerator has; the defaults declare nothing."""
+    """Override what your target has; the defaults declare nothing."""
 
     name: str = ""
     doc: str = ""
     vector_ir: bool = False
     """Whether `codegen` takes vector IR (False: vectorized loops are lowered serially, as for
     C, whose compiler vectorizes them itself)."""
+    device: str = "cpu"
+    """The processor the generated code runs on, as memory scopes and runtime libraries name
+    it. An accelerator's code runs on the host CPU and calls the accelerator's library."""
+    partitions: bool = True
+    """Whether a function is split into a host function and kernels (`partition`)."""
+    options: tuple[str, ...] = ("mtriple", "mcpu", "mattr")
+    """The target-string options `-key=value` this kind takes (besides -opt-level, -align and
+    -stack-limit, which every kind takes)."""
+    masked_loads_are_safe: bool = True
+    """Whether the code generator's masked vector loads never touch masked-off lanes."""
+    replaceable: bool = True
+    """Whether registering another backend under this name replaces this one (loom's CPU and
+    Hexagon kinds say no)."""
+
+    def describe_target(self, options: dict[str, str], host: tuple[str, str, str]):
+        """(triple, cpu, features) of a target of this kind from its options (consume the ones
+        used; the others stay options). `host` is the host's (triple, cpu, features). By
+        default: -mtriple/-mcpu/-mattr, the host's where not given."""
+        host_triple, host_cpu, host_features = host
+        triple = options.pop("mtriple", host_triple)
+        is_host = triple == host_triple
+        cpu = options.pop("mcpu", host_cpu if is_host else "generic")
+        features = options.pop("mattr", host_features if is_host and cpu == host_cpu else "")
+        return triple, cpu, features
+
+    def target_text(self, target) -> str:
+        """The target string (without its remaining options) that parses back to `target`."""
+        return f"{self.name} -mtriple={target.triple} -mcpu={target.cpu}"
+
+    def memory_capacity(self, target, scope: str) -> int | None:
+        """The target's own limit on a memory scope (bytes), or None."""
+        return None
+
+    def vector_bytes(self, target) -> int | None:
+        """Bytes in the widest vector register of `target`, or None: decided by its triple."""
+        return None
 
     def memories(self) -> list[MemoryScope]:
         return []
@@ -60,7 +104,8 @@ class Backend:
 
     def partition(self, func: PrimFunc) -> IRModule:
         """The module of one lowered function: by default the whole computation becomes the
-        kernel `<name>_<backend>` and the host function `<name>` calls it."""
+        kernel `<name>_<backend>` and the host function `<name>` calls it (only if
+        `partitions`)."""
         kernel = func.replace(name=f"{func.name}_{self.name}").with_attr(KERNEL_ATTR, self.name)
         args = [p.data if isinstance(p, Buffer) else p for p in func.params]
         call = op.equal(op.call_func(kernel.name, *args), 0)
@@ -68,6 +113,8 @@ class Backend:
         return IRModule((host, kernel))
 
     def codegen(self, mod: IRModule, target) -> Module:
+        """The module tree of `mod` lowered for `target`: code generated, not yet linked
+        (loom.packaging.finish resolves its symbols, links and loads it)."""
         raise LoomError(f"backend {self.name} defines no code generation")
 
     def strategy(self, op_name: str, *args, **kwargs):
@@ -83,12 +130,34 @@ class Backend:
         return f"<loom backend {self.name}>"
 
 
-_BACKENDS: dict[str, Backend] = {}
+def _check_backend(backend) -> None:
+    if not isinstance(backend, Backend):
+        raise TypeError(f"register takes a loom.backend.Backend, got {backend!r}")
 
 
-_OWNERS: dict[tuple[str, str], str] = {}
-"""(kind, name) of each memory scope, runtime library and pragma rule a backend registered ->
-that backend's name: only the same backend may replace them."""
+BACKENDS: Registry[Backend] = Registry(
+    "target kind",
+    check=_check_backend,
+    builtins=("loom.target",),  # llvm, c, hexagon, npu
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Owner:
+    """Backend `backend` brought the memory scope, runtime library or pragma rule `name` of
+    kind `kind`: only the same backend may replace it."""
+
+    kind: str
+    name: str
+    backend: str
+
+
+_OWNERS: Registry[_Owner] = Registry("owner", key=lambda o: f"{o.kind}:{o.name}")
+
+
+def _owner(kind: str, name: str) -> str | None:
+    found = _OWNERS.find(f"{kind}:{name}")
+    return found.backend if found is not None else None
 
 
 def checked_passes(backend: Backend) -> list[tuple[str, Pass]]:
@@ -114,14 +183,14 @@ def register(backend: Backend) -> Backend:
     registered, and `target=<backend.name>` builds for it. A name already registered by loom
     or by another backend is an error unless the same declaration is registered again, and
     nothing is registered then."""
-    from loom import memory
-    from loom.target.target import KINDS
-
-    if not isinstance(backend, Backend):
-        raise TypeError(f"register takes a loom.backend.Backend, got {backend!r}")
-    if not backend.name.isidentifier() or backend.name in KINDS:
+    _check_backend(backend)
+    if not backend.name.isidentifier():
+        raise LoomError(f"backend name must be an identifier, got {backend.name!r}")
+    old = BACKENDS.find(backend.name)
+    if old is not None and old is not backend and not old.replaceable:
         raise LoomError(
-            f"backend name must be an identifier other than {list(KINDS)}, got {backend.name!r}"
+            f"backend name {backend.name!r} is taken by one of loom's own target kinds "
+            f"{[b.name for b in BACKENDS if not b.replaceable]}; give yours another name"
         )
     checked_passes(backend)
     for name, intrin in backend.intrinsics().items():
@@ -150,14 +219,14 @@ def register(backend: Backend) -> Backend:
     for kind, items, registered, _, _ in parts:  # refuse before registering anything
         existing = {x.name: x for x in registered}
         for item in items:
-            owner = _OWNERS.get((kind, item.name))
+            owner = _owner(kind, item.name)
             if item.name in existing and existing[item.name] != item and owner != backend.name:
                 by = f"by backend {owner}" if owner else "by loom or by hand"
                 raise LoomError(
                     f"backend {backend.name}: its {kind} {item.name!r} is already registered "
                     f"{by} with another declaration; give yours another name"
                 )
-    owners = dict(_OWNERS)
+    owners = _OWNERS.snapshot()
     undo = []  # how to put back what was there, should a registry refuse an item
     try:
         for kind, items, registered, register_part, unregister_part in parts:
@@ -167,33 +236,25 @@ def register(backend: Backend) -> Backend:
                 undo.append(
                     (lambda r=register_part, o=old: r(o, replace=True))
                     if old is not None
-                    else (lambda u=unregister_part, n=item.name: u(n))
+                    else (lambda u=unregister_part, n=item.name: u(n, missing_ok=True))
                 )
                 register_part(item, replace=True)
                 # a name is owned by the backend that brought it; equal declarations of
                 # names others own are accepted, not taken over
                 if old is None:
-                    _OWNERS[(kind, item.name)] = backend.name
+                    _OWNERS.register(_Owner(kind, item.name, backend.name), replace=True)
     except Exception:
         for restore in reversed(undo):
             restore()
-        _OWNERS.clear()
-        _OWNERS.update(owners)
+        _OWNERS.restore(owners)
         raise
-    _BACKENDS[backend.name] = backend
+    BACKENDS.register(backend, replace=True)
     return backend
 
 
-def get(name: str) -> Backend:
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        raise LoomError(f"no backend {name!r}; registered: {sorted(_BACKENDS)}") from None
-
-
-def list_backends() -> list[Backend]:
-    return [_BACKENDS[n] for n in sorted(_BACKENDS)]
+get = BACKENDS.get
+list_backends = BACKENDS.items
 
 
 def is_backend(name: str) -> bool:
-    return name in _BACKENDS
+    return name in BACKENDS

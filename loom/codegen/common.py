@@ -1,6 +1,5 @@
-"""What every code generator needs to know about a module besides its code: the runtime
-library resolving each undefined symbol, the memories the functions use, the variables a
-loop body uses from outside (what a parallel task captures), and the stack buffers' sizes."""
+"""What every code generator needs to know about a module besides its code: the memories the
+functions use and the stack buffers' sizes."""
 
 from __future__ import annotations
 
@@ -9,20 +8,24 @@ from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
-from loom.ir.expr import Var
 from loom.ir.function import IRModule
 from loom.ir.visitor import post_order_visit
 from loom.memory.scope import Stack
-from loom.runtime import abi
 from loom.transform.lower_memory import MEMORIES_ATTR
+from loom.transform.lower_parallel import PARALLEL_TASK_ATTR
 
 
 def memories_used(mod: IRModule) -> tuple[str, ...]:
     """Memory scopes of the buffers the functions use, apart from their parameters (which live
-    in the caller's memory)."""
+    in the caller's memory). A parallel task's parameters are its closure, and the parameters
+    of the function whose loop it runs are that function's (the task unpacks the same
+    variables)."""
     scopes: dict[str, None] = {}
     for func in mod:
-        params = {p.data for p in func.params if isinstance(p, Buffer)}
+        owner = func.attr(PARALLEL_TASK_ATTR)
+        params = {p.data if isinstance(p, Buffer) else p for p in func.params}
+        if owner is not None and owner in mod:
+            params |= {p.data for p in mod[owner].params if isinstance(p, Buffer)}
 
         def record(n, params=params) -> None:
             buf = None
@@ -37,85 +40,6 @@ def memories_used(mod: IRModule) -> tuple[str, ...]:
         for scope in func.attr(MEMORIES_ATTR, ()):  # fixed-address buffers (lower_memory_scopes)
             scopes.setdefault(scope)
     return tuple(scopes)
-
-
-MODULE_PROVIDER = "module:"
-"""Prefix of the provider of a symbol defined by another module of the same library."""
-
-
-def resolve_symbols(
-    names: list[str], device: str, siblings: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The runtime library providing each undefined symbol ("module:<type>" for one defined by
-    a sibling module linked into the same library, given as `siblings`: symbol -> type key);
-    an error names those nothing provides."""
-    out, missing = {}, []
-    siblings = siblings or {}
-    for name in names:
-        if name in siblings:
-            out[name] = MODULE_PROVIDER + siblings[name]
-            continue
-        lib = abi.provider(name, device)
-        if lib is None:
-            missing.append(name)
-        else:
-            out[name] = lib.name
-    if missing:
-        hints = [f"{m} (similar: {', '.join(abi.similar_symbols(m)) or 'none'})" for m in missing]
-        raise LoomError(
-            f"the compiled code needs symbols no runtime library declares for "
-            f"{device}: {'; '.join(hints)}"
-        )
-    return out
-
-
-def link_flags(providers: dict[str, str]) -> list[str]:
-    """What the host linker needs for the libraries in `providers` (symbol -> library)."""
-    flags: list[str] = []
-    for lib_name in dict.fromkeys(providers.values()):
-        if lib_name.startswith(MODULE_PROVIDER):
-            continue  # linked into the same library
-        link = abi.get_library(lib_name).link_flags
-        flags += link() if link is not None else []
-    return flags
-
-
-def used_vars(node) -> list[Var]:
-    """Variables and buffer data pointers used in `node`, in first-use order."""
-    found: dict[Var, None] = {}
-
-    def record(n) -> None:
-        if isinstance(n, Var):
-            found.setdefault(n)
-        elif isinstance(n, E.BufferLoad | S.BufferStore | S.Allocate):
-            found.setdefault(n.buffer.data)
-        elif isinstance(n, E.Call) and n.op == "address_of":
-            found.setdefault(n.args[0].buffer.data)
-
-    post_order_visit(node, record)
-    return list(found)
-
-
-def bound_vars(node) -> set[Var]:
-    """Variables defined inside `node`: loop and let variables, allocated buffers."""
-    bound: set[Var] = set()
-
-    def record(n) -> None:
-        if isinstance(n, S.For):
-            bound.add(n.loop_var)
-        elif isinstance(n, S.LetStmt | E.Let):
-            bound.add(n.var)
-        elif isinstance(n, S.Allocate):
-            bound.add(n.buffer.data)
-
-    post_order_visit(node, record)
-    return bound
-
-
-def captured_vars(loop_body, loop_var: Var) -> list[Var]:
-    """The variables a loop body uses from outside itself, in first-use order."""
-    inner = bound_vars(loop_body) | {loop_var}
-    return [v for v in used_vars(loop_body) if v not in inner]
 
 
 def stack_buffer_bytes(alloc: S.Allocate) -> int:

@@ -1,8 +1,8 @@
 """The loop IR: data types, expressions, statements, buffers, functions and modules."""
 
+from loom.abi.dtype import DataType, dtype
 from loom.ir import op
 from loom.ir.buffer import Buffer, decl_buffer
-from loom.ir.dtype import DataType, dtype
 from loom.ir.expr import (
     EQ,
     GE,
@@ -46,6 +46,7 @@ from loom.ir.expr import (
 )
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.interpret import Pointer, Storage, interpret, python_source
+from loom.ir.intrinsics import list_intrinsics
 from loom.ir.printer import to_text
 from loom.ir.stmt import (
     NOP,
@@ -132,6 +133,7 @@ __all__ = [
     "dtype",
     "free_vars",
     "interpret",
+    "list_intrinsics",
     "op",
     "post_order_visit",
     "python_source",

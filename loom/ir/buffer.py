@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loom.ir.dtype import HANDLE, INT32, INT64, DataType, dtype
+from loom.abi.dtype import HANDLE, INT32, INT64, DataType, dtype
 from loom.ir.expr import BufferLoad, IntImm, PrimExpr, Var
 from loom.ir.node import Node, node
 from loom.ir.op import convert
+from loom.ir.stmt import BufferStore, store
 
 
 def _index_const(value: int | PrimExpr) -> PrimExpr:
@@ -113,12 +114,12 @@ class Buffer(Node):
         return offset if offset is not None else IntImm(0)
 
     def flattened(self) -> Buffer:
-        """The 1-d view of this buffer's storage (itself if already 1-d and compact)."""
+        """The 1-d view of this buffer's storage (itself if already 1-d and compact). Its size
+        is `storage_elements()`, folded where the shape is constant (flatten_buffer also
+        simplifies a symbolic one)."""
         if self.ndim == 1 and not self.strides:
             return self
-        from loom.ir.simplify import simplify
-
-        size = simplify(self.storage_elements())
+        size = self.storage_elements()
         return Buffer(self.name, self.dtype, (size,), self.data, (), self.scope, self.alignment)
 
     def __getitem__(self, indices) -> BufferLoad:
@@ -129,10 +130,9 @@ class Buffer(Node):
     def load(self, indices: Sequence, predicate: PrimExpr | None = None) -> BufferLoad:
         return BufferLoad(self, tuple(convert(i) for i in indices), predicate)
 
-    def store(self, value, indices: Sequence, predicate: PrimExpr | None = None):
-        from loom.ir.stmt import BufferStore
-
-        return BufferStore(self, convert(value), tuple(convert(i) for i in indices), predicate)
+    def store(self, value, indices: Sequence, predicate: PrimExpr | None = None) -> BufferStore:
+        """`self[indices] = value` as a statement (loom.ir.stmt.store)."""
+        return store(self, value, indices, predicate)
 
 
 def decl_buffer(

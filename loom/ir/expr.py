@@ -12,9 +12,10 @@ from __future__ import annotations
 import abc
 import itertools
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from loom.ir.dtype import BOOL, HANDLE, INT32, DataType, dtype
+from loom.abi.dtype import BOOL, HANDLE, INT32, DataType, dtype
+from loom.ir.intrinsic_registry import check_call
 from loom.ir.node import Node, derived, node
 
 if TYPE_CHECKING:
@@ -566,8 +567,6 @@ class Call(PrimExpr):
             if not isinstance(arg, PrimExpr):
                 raise TypeError(f"argument of call {self.op} must be a PrimExpr, got {arg!r}")
         if self.kind == CallKind.INTRINSIC:
-            from loom.ir.intrinsics import check_call
-
             check_call(self)
         elif not self.op.isidentifier():
             raise ValueError(f"called symbol name must be a C identifier, got {self.op!r}")
@@ -625,4 +624,11 @@ class Let(PrimExpr):
         self._set("dtype", self.body.dtype)
 
 
-from loom.ir import op  # noqa: E402  (operators above call into op; op builds these classes)
+op: Any = None
+"""loom.ir.op, whose functions the operators above call. op builds these classes, so it imports
+this module and installs itself here (`install_operators`) when it is imported."""
+
+
+def install_operators(module) -> None:
+    global op
+    op = module

@@ -1,51 +1,21 @@
-"""The registry of intrinsics: operations a `Call(kind=intrin)` may name, with their typing rule.
+"""The built-in intrinsics: operations a `Call(kind=intrin)` may name, with their typing rules.
 
 An intrinsic has a meaning every code generator and the interpreter implement (unlike an extern
-call, which names a C symbol of a runtime library). Back ends may register more.
+call, which names a C symbol of a runtime library). The registry itself is in
+loom.ir.intrinsic_registry; back ends may register more.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-
-from loom.errors import LoomError
-
-
-@dataclasses.dataclass(frozen=True)
-class Intrinsic:
-    name: str
-    arity: int | None  # None: any number of arguments
-    check: Callable  # check(call) raises TypeError when the call is ill-typed
-    doc: str
-
-
-_REGISTRY: dict[str, Intrinsic] = {}
-
-
-def register(name: str, arity: int | None, check: Callable, doc: str) -> None:
-    """Declare an intrinsic. Re-registering a name replaces it (back ends may refine a rule)."""
-    _REGISTRY[name] = Intrinsic(name, arity, check, doc)
-
-
-def lookup(name: str) -> Intrinsic:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise LoomError(
-            f"unknown intrinsic {name!r}; registered: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-
-
-def list_intrinsics() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def check_call(call) -> None:
-    intrin = lookup(call.op)
-    if intrin.arity is not None and len(call.args) != intrin.arity:
-        raise TypeError(f"intrinsic {call.op} takes {intrin.arity} arguments, got {len(call.args)}")
-    intrin.check(call)
+from loom.ir.expr import BufferLoad, StringImm
+from loom.ir.intrinsic_registry import (  # noqa: F401  (the registry's API, here as before)
+    INTRINSICS,
+    Intrinsic,
+    check_call,
+    list_intrinsics,
+    lookup,
+    register,
+)
 
 
 def _float_math(call) -> None:
@@ -78,8 +48,6 @@ def _same_as_arg(call) -> None:
 
 
 def _address_of(call) -> None:
-    from loom.ir.expr import BufferLoad
-
     if not isinstance(call.args[0], BufferLoad) or not call.dtype.is_handle:
         raise TypeError("address_of takes one buffer access and returns a handle")
 
@@ -87,6 +55,20 @@ def _address_of(call) -> None:
 def _handle_test(call) -> None:
     if not call.args[0].dtype.is_handle or not call.dtype.is_bool:
         raise TypeError(f"{call.op} takes a handle and returns bool")
+
+
+def _require(call) -> None:
+    cond, value, message = call.args
+    if (
+        not cond.dtype.is_bool
+        or cond.dtype.lanes not in (1, value.dtype.lanes)
+        or value.dtype != call.dtype
+        or not isinstance(message, StringImm)
+    ):
+        raise TypeError(
+            "require(cond: bool, value, message: StringImm) returns the value's dtype, got "
+            f"({cond.dtype}, {value.dtype}, {type(message).__name__}) -> {call.dtype}"
+        )
 
 
 for _name in (
@@ -115,3 +97,42 @@ register(
 register("likely", 1, _same_as_arg, "hint that a condition is usually true; returns it")
 register("address_of", 1, _address_of, "the address of a buffer element (a handle)")
 register("isnullptr", 1, _handle_test, "true if a handle is the null pointer")
+register(
+    "require",
+    3,
+    _require,
+    "value, once cond holds in every lane; else the function fails with the message (as an "
+    "assertion does). Lazy like if_then_else: checked only where evaluated. Made by the "
+    "legalize pass (integer division by zero)",
+)
+
+
+def _reinterpret(call) -> None:
+    src, dst = call.args[0].dtype, call.dtype
+    kinds_ok = all(d.is_integer or d.is_float for d in (src, dst))
+    if not kinds_ok or src.bits * src.lanes != dst.bits * dst.lanes:
+        raise TypeError(
+            f"reinterpret takes a number and returns the same bits as another integer or float "
+            f"dtype of the same width, got {src} -> {dst}"
+        )
+
+
+def _function_address(call) -> None:
+    if not isinstance(call.args[0], StringImm) or not call.dtype.is_handle:
+        raise TypeError("function_address takes a function's name (a StringImm), returns a handle")
+
+
+register(
+    "reinterpret",
+    1,
+    _reinterpret,
+    "the bits of a value as another integer or float dtype of the same width (float32 <-> "
+    "uint32, ...); made by lower_parallel to pack floats into its closures",
+)
+register(
+    "function_address",
+    1,
+    _function_address,
+    "the address of the module's function of that name (a handle): a parallel task's, or the "
+    "entry point `int32_t f(void *const *args)` of another function; made by lower_parallel",
+)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loom.ir.dtype import DataType
+from loom.abi.dtype import DataType
 from loom.ir.expr import Add, IntImm, Mul, PrimExpr, Sub
 from loom.ir.semantics import wrap_int
 

@@ -8,6 +8,7 @@ from the other fields and take no part in equality.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 
@@ -47,8 +48,16 @@ class Node:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
-        from loom.ir.printer import to_text
-
-        return to_text(self)
+        return _printer(self) if _printer is not None else object.__repr__(self)
 
     __str__ = __repr__
+
+
+_printer: Callable[[Node], str] | None = None
+"""How nodes print: loom.ir.printer.to_text, installed by `set_printer` when the printer is
+imported (the printer knows every node class, so it imports them, not the other way)."""
+
+
+def set_printer(fn: Callable[[Node], str]) -> None:
+    global _printer
+    _printer = fn

@@ -11,9 +11,10 @@ Type matching of a binary operation:
 from __future__ import annotations
 
 import math
+import sys
 
+from loom.abi.dtype import BOOL, FLOAT32, INT32, INT64, DataType, dtype
 from loom.ir import semantics
-from loom.ir.dtype import BOOL, FLOAT32, INT32, INT64, DataType, dtype
 from loom.ir.expr import (
     EQ,
     GE,
@@ -48,6 +49,7 @@ from loom.ir.expr import (
     ShiftRight,
     StringImm,
     Sub,
+    install_operators,
 )
 
 Number = int | float | bool
@@ -489,3 +491,6 @@ def likely(cond) -> PrimExpr:
     if isinstance(cond, IntImm):
         return cond
     return Call(cond.dtype, "likely", (cond,))
+
+
+install_operators(sys.modules[__name__])

@@ -11,11 +11,12 @@ import json
 
 import numpy as np
 
+from loom.abi.dtype import DataType
 from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
-from loom.ir.dtype import DataType
 from loom.ir.function import IRModule, PrimFunc
+from loom.ir.node import set_printer
 
 
 def to_text(value) -> str:
@@ -266,3 +267,6 @@ class _Printer:
 
     def e_Let(self, e: E.Let) -> str:
         return f"(let {self.name_of(e.var)} = {self.expr(e.value)} in {self.expr(e.body)})"
+
+
+set_printer(to_text)

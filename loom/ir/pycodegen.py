@@ -5,7 +5,9 @@ for a scalar) and a mapping of extern callbacks. IR variables become Python loca
 `for v in range(...)`, and each storage is a Python list of element values. Every value is kept in
 the value set of its dtype (integers wrapped, floats rounded) by the functions of
 `loom.ir.semantics`; the Python operators inlined here (`+`, `//`, `<`, ...) are only used where
-they give exactly what `semantics` would.
+they give exactly what `semantics` would, each with a comment saying why (a precondition, if
+any, proven by the interval analysis below). `loom.ir.evaluate` is the plain evaluator of the
+same IR that the generated code is tested against (tests/ir/test_evaluate.py).
 
 Vectors are compiled lane by lane: `gen(e)` returns one Python expression per lane. Outside the
 branches of an `if_then_else` every subexpression is evaluated unconditionally, so a value needed by
@@ -31,10 +33,10 @@ import dataclasses
 import math
 import re
 
+from loom.abi.dtype import DataType
 from loom.errors import InterpreterError, LoomError
 from loom.ir import semantics
 from loom.ir.buffer import Buffer
-from loom.ir.dtype import DataType
 from loom.ir.expr import (
     BinaryOp,
     Broadcast,
@@ -52,6 +54,7 @@ from loom.ir.expr import (
 )
 from loom.ir.function import PrimFunc
 from loom.ir.stmt import For, LetStmt, Stmt
+from loom.ir.storage import junk_value, unbound_storage
 from loom.ir.visitor import Visitor, children, post_order_visit
 
 Range = tuple[int, int]
@@ -88,6 +91,18 @@ class _StorageRef:
 def generate(func: PrimFunc) -> GeneratedFunction:
     """Translate `func`; raises LoomError/InterpreterError for what the interpreter cannot run."""
     return _Codegen(func).run()
+
+
+def check_params(func: PrimFunc) -> None:
+    """Raise LoomError for a parameter the interpreter cannot take (in either mode)."""
+    for p in func.params:
+        if isinstance(p, Var) and p.dtype.is_vector:
+            raise LoomError(f"parameter {p.name}: the interpreter takes scalar parameters only")
+        if isinstance(p, Buffer) and not all(isinstance(s, IntImm) for s in p.shape):
+            raise LoomError(
+                f"buffer parameter {p.name} of {func.name} has a symbolic shape; the "
+                "interpreter needs constant shapes"
+            )
 
 
 def _sanitize(name: str) -> str:
@@ -309,6 +324,7 @@ class _Codegen:
 
     # -- driver ------------------------------------------------------------------------------
     def run(self) -> GeneratedFunction:
+        check_params(self.func)
         self.scan.visit(self.func.body)
         self.iv.freeze()
         fn_name = "_loom_" + _sanitize(self.func.name)
@@ -330,20 +346,12 @@ class _Codegen:
 
     def param(self, p: Buffer | Var) -> str:
         if isinstance(p, Var):
-            if p.dtype.is_vector:
-                raise LoomError(f"parameter {p.name}: the interpreter takes scalar parameters only")
             name = self.fresh("v_" + p.name)
             self.names[p] = name
             if p.dtype.is_handle:
                 self.bind_view(p, name)
             return name
-        try:
-            size = math.prod(p.const_shape())
-        except ValueError:
-            raise LoomError(
-                f"buffer parameter {p.name} of {self.func.name} has a symbolic shape; the "
-                "interpreter needs constant shapes"
-            ) from None
+        size = math.prod(p.const_shape())  # constant: see check_params
         obj = self.fresh("st_" + p.name)
         self.bind_storage(p, obj, str(size), size)
         return obj
@@ -453,10 +461,7 @@ class _Codegen:
     def storage_of(self, b: Buffer) -> _StorageRef:
         ref = self.storage.get(b.data)
         if ref is None:
-            raise InterpreterError(
-                f"buffer {b.name} is accessed but its storage {b.data.name} is not bound here "
-                "(not a parameter, an Allocate, or a let-bound pointer)"
-            )
+            raise unbound_storage(b)
         if ref.dtype != b.dtype:
             raise InterpreterError(
                 f"buffer {b.name} ({b.dtype}) views the storage of {ref.name} ({ref.dtype}); "
@@ -554,7 +559,7 @@ class _Codegen:
         count = b.storage_elements()
         obj = self.fresh("st_" + b.name)
         junk = _literal(junk_value(b.dtype))
-        if isinstance(count, IntImm):
+        if isinstance(count, IntImm) and count.value >= 0:
             size, size_const = str(count.value), count.value
             self.emit(f"{obj} = _Storage({b.name!r}, {self.dt(b.dtype)}, [{junk}] * {size})")
         else:
@@ -622,6 +627,8 @@ class _Codegen:
                 f"variable {e.name} is used but not bound (not a parameter, loop variable, "
                 "let, or the data of a bound buffer)"
             )
+        if isinstance(name, list):  # a vector bound lane by lane (see g_Let)
+            return list(name)
         if e.dtype.is_vector:
             return [f"{name}[{k}]" for k in range(e.dtype.lanes)]
         return [name]
@@ -641,45 +648,54 @@ class _Codegen:
     def g_StringImm(self, e) -> list[str]:
         return [repr(e.value)]
 
+    # Every value the generated code holds is in the value set of its dtype (ints wrapped, floats
+    # rounded, bools Python bools); the inline operators below rely on that and nothing else,
+    # unless their comment names a precondition.
     def g_binary(self, e: BinaryOp) -> list[str]:
         op, dt = type(e).__name__, e.dtype.element
         a, b = self.gen(e.a), self.gen(e.b)
         if dt.is_float:
             return [self.float_binary(op, dt, x, y, e) for x, y in zip(a, b)]
         if dt.is_bool:
-            if op in _INLINE_BITS:
+            if op in _INLINE_BITS:  # semantics gives (a & b) as 0/1; on Python bools, a bool
                 return [f"({x} {_INLINE_BITS[op]} {y})" for x, y in zip(a, b)]
             return [f"(_bin({op!r}, {x}, {y}, {self.dt(dt)}) != 0)" for x, y in zip(a, b)]
         return [self.int_binary(op, dt, x, y, e) for x, y in zip(a, b)]
 
     def float_binary(self, op: str, dt: DataType, x: str, y: str, e: BinaryOp) -> str:
         divisor = _const_float(e.b)
-        if op in _INLINE_INT:
+        if op in _INLINE_INT:  # semantics.binary: round_float(a op b, dt), the same expression
             code = f"({x} {_INLINE_INT[op]} {y})"
         elif op == "Div" and divisor is not None and semantics.round_float(divisor, dt) != 0:
-            code = f"({x} / {y})"
+            code = f"({x} / {y})"  # semantics.float_div(a, b) is a / b for a nonzero constant b
         elif op == "Div":
             code = f"_fdiv({x}, {y})"
         else:
             return f"_bin({op!r}, {x}, {y}, {self.dt(dt)})"
-        return code if dt.bits == 64 else f"_rf({code}, {self.dt(dt)})"
+        return code if dt.bits == 64 else f"_rf({code}, {self.dt(dt)})"  # round_float: no-op on f64
 
     def int_binary(self, op: str, dt: DataType, x: str, y: str, e: BinaryOp) -> str:
         c = _const_int(e.b)
         if op in _INLINE_BITS:
-            return f"({x} {_INLINE_BITS[op]} {y})"  # two in-range operands give an in-range result
+            # semantics: wrap_int(a & b) etc.; two in-range operands give an in-range result
+            return f"({x} {_INLINE_BITS[op]} {y})"
         if op in ("Min", "Max"):
-            return self.min_max(op, x, y)
+            return self.min_max(op, x, y)  # semantics: min(a, b) / max(a, b), always in range
         if op in _INLINE_INT:
-            code = f"({x} {_INLINE_INT[op]} {y})"
-        elif op in ("FloorDiv", "FloorMod") and c is not None and c not in (0, -1):
+            code = f"({x} {_INLINE_INT[op]} {y})"  # semantics.binary: wrap_int(a op b)
+        elif op in ("FloorDiv", "FloorMod") and c is not None and c > 0:
+            # semantics.floordiv/floormod(a, c) is a // c, a % c for an integer c != 0; for c > 0
+            # the interval analysis proves the result fits (a negative c goes through _bin)
             code = f"({x} {'//' if op == 'FloorDiv' else '%'} {y})"
         elif op in ("Div", "Mod") and c is not None and c > 0 and self.iv.of(e.a)[0] >= 0:
+            # truncation equals flooring when the interval analysis proves a >= 0 (and c > 0)
             code = f"({x} {'//' if op == 'Div' else '%'} {y})"
         elif op in ("ShiftLeft", "ShiftRight") and c is not None and 0 <= c < dt.bits:
+            # semantics: a << c, a >> c for a valid amount c (a uint value is >= 0 already)
             code = f"({x} {'<<' if op == 'ShiftLeft' else '>>'} {y})"
         else:
             return f"_bin({op!r}, {x}, {y}, {self.dt(dt)})"
+        # the wrap is dropped only where the interval analysis proves it is the identity
         return code if self.iv.fits(e) else f"_wrap({code}, {self.dt(dt)})"
 
     def min_max(self, op: str, x: str, y: str) -> str:
@@ -696,7 +712,7 @@ class _Codegen:
         return f"({t} := {code})", t
 
     def g_compare(self, e) -> list[str]:
-        symbol = _COMPARE[type(e).__name__]
+        symbol = _COMPARE[type(e).__name__]  # semantics.compare uses the same Python operators
         return [f"({x} {symbol} {y})" for x, y in zip(self.gen(e.a), self.gen(e.b))]
 
     def g_logical(self, e) -> list[str]:
@@ -725,27 +741,31 @@ class _Codegen:
 
     def cast(self, x: str, src: DataType, dst: DataType, e) -> str:
         if src == dst:
-            return x
+            return x  # semantics.cast to the same type keeps a value of that type
         if dst.is_bool and not src.is_handle:
-            return f"({x} != 0)"
+            return f"({x} != 0)"  # semantics.cast: bool(value != 0)
         if src.is_integer and dst.is_integer and _fits(self.iv.of(e.value), dst):
-            return x
+            return x  # wrap_int is the identity on a value the interval analysis proves fits
         if src.is_float and dst.is_float and src.bits <= dst.bits:
-            return x  # widening is exact
+            return x  # widening is exact: round_float is the identity
         return f"_cast({x}, {self.dt(src)}, {self.dt(dst)})"
 
     def g_Ramp(self, e: Ramp) -> list[str]:
+        """Lane 0 is base, lane k is base + k * stride in the dtype (see loom.ir.evaluate)."""
         dt = e.dtype.element
         base = self.shared(e.base)
+        if dt.is_float:
+            stride, t = self.shared(e.stride), self.dt(dt)
+            steps = [f"_bin('Mul', {stride}, {_literal(float(k))}, {t})" for k in range(1, e.lanes)]
+            return [base] + [f"_bin('Add', {base}, {step}, {t})" for step in steps]
         c = _const_int(e.stride)
         stride = None if c is not None else self.shared(e.stride)
         lanes = [base]
         for k in range(1, e.lanes):
+            # wrap(base + wrap(k * stride)) is wrap(base + k * stride)
             step = f"{k * c}" if c is not None else f"{stride} * {k}"
             lanes.append(f"({base} + {step})")
-        if dt.is_float:
-            return [f"_rf({x}, {self.dt(dt)})" if dt.bits < 64 else x for x in lanes]
-        if not self.iv.fits(e):
+        if not self.iv.fits(e):  # dropped where the interval analysis proves no lane wraps
             lanes = [f"_wrap({x}, {self.dt(dt)})" for x in lanes]
         return lanes
 
@@ -763,9 +783,16 @@ class _Codegen:
                 "as a buffer; the interpreter supports that only outside such branches"
             )
         value = self.gen(e.value)
+        self.lazy_vars.add(e.var)
+        if e.var.dtype.is_vector and not _calls_extern(e.body):
+            # lane k of the body needs lane k of the value only: bind each lane on its own, so
+            # that only the lanes taken are evaluated (an extern call takes whole vectors)
+            names = [self.fresh(f"v_{e.var.name}_{k}") for k in range(len(value))]
+            with self.bound(self.names, e.var, names):
+                body = self.gen(e.body)
+            return [f"(({n} := {v}), {lane})[1]" for n, v, lane in zip(names, value, body)]
         value_code = _tuple(value) if e.var.dtype.is_vector else value[0]
         name = self.fresh("v_" + e.var.name)
-        self.lazy_vars.add(e.var)
         with self.bound(self.names, e.var, name):
             body = self.gen(e.body)
         return [f"(({name} := {value_code}), {lane})[1]" for lane in body]
@@ -774,6 +801,8 @@ class _Codegen:
     def g_Call(self, e: Call) -> list[str]:
         if e.kind == CallKind.EXTERN:
             return self.extern_call(e)
+        if e.kind != CallKind.INTRINSIC:
+            raise InterpreterError(f"the interpreter cannot call the function {e.op}: {e}")
         method = getattr(self, "i_" + e.op, None)
         if method is not None:
             return method(e)
@@ -800,7 +829,22 @@ class _Codegen:
         return lanes if dt.bits == 64 else [f"_rf({x}, {self.dt(dt)})" for x in lanes]
 
     def i_fabs(self, e: Call) -> list[str]:
-        return [f"abs({x})" for x in self.gen(e.args[0])]  # exact in every float type
+        # semantics.MATH has no fabs: the absolute value of a float is exact in every float type
+        return [f"abs({x})" for x in self.gen(e.args[0])]
+
+    def i_require(self, e: Call) -> list[str]:
+        n = e.dtype.lanes
+        cond = self.condition_lanes(e.args[0], n)
+        fail = f"_fail({self.const(e.args[2].value, 'message')})"
+        return [f"({v} if {c} else {fail})" for v, c in zip(self.gen(e.args[1]), cond)]
+
+    def i_reinterpret(self, e: Call) -> list[str]:
+        src, dst = e.args[0].dtype, e.dtype
+        if src.lanes != dst.lanes:
+            raise InterpreterError(f"reinterpret across lane counts is not supported: {e}")
+        fn = self.const(semantics.reinterpret, "reinterpret")
+        a, b = self.dt(src.element), self.dt(dst.element)
+        return [f"{fn}({x}, {a}, {b})" for x in self.gen(e.args[0])]
 
     def i_likely(self, e: Call) -> list[str]:
         return self.gen(e.args[0])
@@ -995,15 +1039,6 @@ def _literal(value) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
-def junk_value(dt: DataType):
-    """The fill of fresh storage: NaN, True, or the byte 0x5A repeated."""
-    if dt.is_float:
-        return math.nan
-    if dt.is_bool:
-        return True
-    return semantics.wrap_int(int.from_bytes(b"\x5a" * dt.itemsize, "little"), dt)
-
-
 _SAFE_INT = frozenset({"Add", "Sub", "Mul", "Min", "Max", "BitAnd", "BitOr", "BitXor"})
 _SAFE_FLOAT = frozenset({"Add", "Sub", "Mul"})
 
@@ -1024,6 +1059,16 @@ def _safe_node(e: PrimExpr, lazy_vars: set[Var]) -> bool:
     if kind == "Cast":
         return not (e.value.dtype.is_float and not e.dtype.is_float) and not e.dtype.is_handle
     return kind in ("Not", "Select")
+
+
+def _calls_extern(e: PrimExpr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if _is_extern(n) else None)
+    return bool(found)
+
+
+def _is_extern(e) -> bool:
+    return isinstance(e, Call) and e.kind == CallKind.EXTERN
 
 
 def _reads_memory(e: PrimExpr) -> bool:

@@ -1,9 +1,11 @@
 """Scalar semantics of every IR operation, in one place.
 
 The constant folder and the reference interpreter both evaluate through these functions, so the two
-can never disagree; the code generators must match them. Integers wrap to their width (two's
-complement). `Div`/`Mod` truncate toward zero like C; `FloorDiv`/`FloorMod` round toward negative
-infinity. Floats are computed in double precision and rounded to the type after every operation.
+can never disagree; for native code the legalize pass (loom/transform/legalize.py) lowers them to
+primitive operations, and tests/codegen/test_special_values.py checks every back end against them
+(docs/ir.md "Semantics" is the table). Integers wrap to their width (two's complement).
+`Div`/`Mod` truncate toward zero like C; `FloorDiv`/`FloorMod` round toward negative infinity.
+Floats are computed in double precision and rounded to the type after every operation.
 Integer division by zero, shifts by more than the width, and float-to-int casts of NaN, infinity or
 out-of-range values have no defined result in native code: they raise `InterpreterError`.
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
+
+from loom.abi.dtype import DataType
 from loom.errors import InterpreterError
-from loom.ir.dtype import DataType
 
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -85,7 +89,10 @@ def float_floormod(a: float, b: float) -> float:
         return math.nan
     if math.isinf(b):
         return a if (a >= 0) == (b > 0) or a == 0 else b
-    return a - math.floor(a / b) * b
+    q = a / b
+    if math.isinf(q):
+        raise InterpreterError(f"float floor-mod of {a} by {b}: the quotient overflows")
+    return a - math.floor(q) * b
 
 
 def float_fmod(a: float, b: float) -> float:
@@ -194,6 +201,8 @@ def cast(value, src: DataType, dst: DataType):
     if dst.kind == "bool":
         return bool(value != 0)
     if dst.kind == "float":
+        if src.kind in ("int", "uint") and dst.bits < 64:
+            return round_float(_nearest_double(int(value)), dst)
         return round_float(float(value), dst)
     if dst.kind == "handle":
         return value
@@ -211,8 +220,33 @@ def cast(value, src: DataType, dst: DataType):
     return wrap_int(int(value), dst)
 
 
-def _round_half_even(x: float) -> float:
-    return float(round(x)) if math.isfinite(x) else x
+def reinterpret(value, src: DataType, dst: DataType):
+    """The bits of a scalar of element type `src` read as `dst` (the same width)."""
+    if src.bits != dst.bits:
+        raise InterpreterError(f"reinterpret from {src} to {dst}: the widths differ")
+    raw = np.array(value, dtype=src.numpy).view(dst.numpy)
+    return fit(raw.item(), dst)
+
+
+def _nearest_double(n: int) -> float:
+    """`n` as a double that rounds to the same float32/float16 as `n` itself: beyond 53 bits,
+    float(n) would round once to double and again to the narrower type (2**60 + 2**36 + 1 must
+    not become 2**60), so the bits below the 53rd are folded into one sticky bit first."""
+    shift = abs(n).bit_length() - 53
+    if shift <= 0:
+        return float(n)
+    mantissa = abs(n) >> shift | (1 if abs(n) & ((1 << shift) - 1) else 0)
+    return math.copysign(math.ldexp(float(mantissa), shift), n)
+
+
+def _integral(fn):
+    """IEEE 754 roundToIntegral by `fn` (floor, ceil, trunc, round half to even): infinities and
+    NaN stay, and a zero result keeps the sign of x (ceil(-0.5) is -0.0), as libm's."""
+
+    def call(x: float) -> float:
+        return math.copysign(float(fn(x)), x) if math.isfinite(x) else x
+
+    return call
 
 
 def _sigmoid(x: float) -> float:
@@ -242,15 +276,21 @@ def _log(x: float) -> float:
     return math.nan if x < 0 or math.isnan(x) else math.log(x)
 
 
+def _odd_integer(x: float) -> bool:
+    return math.isfinite(x) and x == math.trunc(x) and math.fmod(x, 2.0) != 0
+
+
 def _pow(a: float, b: float) -> float:
+    """C99's pow (Annex F): a zero base to a negative power is +-inf (-inf for -0.0 to an odd
+    integer), an overflow is +-inf with the sign of the exact result."""
     try:
         return math.pow(a, b)
     except ValueError:
+        if a == 0 and b < 0:
+            return math.copysign(math.inf, a) if _odd_integer(b) else math.inf
         return math.nan
-    except ZeroDivisionError:
-        return math.inf
-    except OverflowError:
-        return math.inf
+    except (ZeroDivisionError, OverflowError):
+        return -math.inf if a < 0 and _odd_integer(b) else math.inf
 
 
 MATH = {
@@ -266,8 +306,8 @@ MATH = {
     "sin": _safe(math.sin),
     "cos": _safe(math.cos),
     "pow": _pow,
-    "floor": lambda x: float(math.floor(x)) if math.isfinite(x) else x,
-    "ceil": lambda x: float(math.ceil(x)) if math.isfinite(x) else x,
-    "trunc": lambda x: float(math.trunc(x)) if math.isfinite(x) else x,
-    "round": _round_half_even,
+    "floor": _integral(math.floor),
+    "ceil": _integral(math.ceil),
+    "trunc": _integral(math.trunc),
+    "round": _integral(round),  # Python's round of a float ties to even
 }

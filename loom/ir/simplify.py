@@ -21,11 +21,11 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
+from loom.abi.dtype import BOOL, DataType
 from loom.errors import InterpreterError
 from loom.ir import expr as E
 from loom.ir import op, semantics
 from loom.ir.bound import ConstIntBoundAnalyzer, IntBound, Range, decide, dtype_range
-from loom.ir.dtype import BOOL, DataType
 from loom.ir.expr import (
     Broadcast,
     FloatImm,

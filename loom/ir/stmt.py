@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loom.ir.buffer import Buffer
-from loom.ir.dtype import BOOL
+from loom.abi.dtype import BOOL
 from loom.ir.expr import IntImm, PrimExpr, Var, _access_lanes
 from loom.ir.node import Node, node
+from loom.ir.op import convert
+
+if TYPE_CHECKING:  # buffer.py imports this module (Buffer.store builds a BufferStore)
+    from loom.ir.buffer import Buffer
 
 
 class Stmt(Node):
@@ -147,6 +150,12 @@ class SeqStmt(Stmt):
 
 
 NOP = Evaluate(IntImm(0))
+
+
+def store(buffer: Buffer, value, indices, predicate: PrimExpr | None = None) -> BufferStore:
+    """`buffer[indices] = value`, Python numbers converted (the counterpart of `buffer[...]` and
+    `Buffer.load`)."""
+    return BufferStore(buffer, convert(value), tuple(convert(i) for i in indices), predicate)
 
 
 def is_nop(s: Stmt) -> bool:

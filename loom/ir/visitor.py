@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loom.ir.expr import PrimExpr, Var
-from loom.ir.stmt import Stmt
+from loom.ir.expr import BufferLoad, Let, PrimExpr, Var
+from loom.ir.stmt import Allocate, BufferStore, For, LetStmt, Stmt
 
 _BINDING_FIELDS = frozenset({"loop_var", "var"})
 _IR = (PrimExpr, Stmt)
@@ -99,8 +99,6 @@ def substitute(node: Any, mapping: Mapping[Var, PrimExpr]) -> Any:
 
 def _vars_of(n: Any) -> Var | None:
     """The variable a node uses directly: itself, or the data of the buffer it accesses."""
-    from loom.ir.expr import BufferLoad
-    from loom.ir.stmt import BufferStore
 
     if isinstance(n, Var):
         return n
@@ -112,8 +110,6 @@ def _vars_of(n: Any) -> Var | None:
 def free_vars(node: Any) -> set[Var]:
     """Variables used in `node`, including the data of buffers it accesses (loop and let
     variables and allocated buffers bound inside are excluded)."""
-    from loom.ir.expr import Let
-    from loom.ir.stmt import Allocate, For, LetStmt
 
     used: set[Var] = set()
     bound: set[Var] = set()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from loom.errors import LoomError
+from loom.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,28 +38,20 @@ class PragmaRule:
     doc: str = ""
 
 
-_RULES: dict[str, PragmaRule] = {}
-
-
-def register_pragma_rule(rule: PragmaRule, replace: bool = False) -> PragmaRule:
+def _check(rule) -> None:
     if not isinstance(rule, PragmaRule):
         raise TypeError(f"register_pragma_rule takes a PragmaRule, got {rule!r}")
     if not rule.name.isidentifier():
         raise ValueError(f"pragma names are identifiers, got {rule.name!r}")
-    if rule.name in _RULES and not replace and _RULES[rule.name] != rule:
-        raise LoomError(f"a pragma rule for {rule.name!r} is already registered; pass replace=True")
-    _RULES[rule.name] = rule
-    return rule
 
 
-def unregister_pragma_rule(name: str) -> None:
-    _RULES.pop(name, None)
-
-
-def get_pragma_rule(name: str) -> PragmaRule | None:
-    """The rule for pragma `name`, or None (other pragmas are hints left to the back end)."""
-    return _RULES.get(name)
-
-
-def list_pragma_rules() -> list[PragmaRule]:
-    return [_RULES[n] for n in sorted(_RULES)]
+RULES: Registry[PragmaRule] = Registry(
+    "pragma rule",
+    check=_check,
+    builtins=("loom.target",),  # the targets' rules
+)
+register_pragma_rule = RULES.register
+unregister_pragma_rule = RULES.unregister
+list_pragma_rules = RULES.items
+# the rule for a pragma name, or None (other pragmas are hints left to the back end)
+get_pragma_rule = RULES.find

@@ -1,4 +1,4 @@
-"""Memory scopes: where a buffer lives and how it is allocated (DESIGN.md decision 2).
+"""Memory scopes: where a buffer lives and how it is allocated (docs/architecture.md, decision 2).
 
 A `MemoryScope` names its capacity, alignment, address space, which devices may read or write
 it, and its allocation strategy:
@@ -13,9 +13,8 @@ The pass `lower_memory_scopes` turns every allocation into what its scope says.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
-from loom.errors import LoomError
+from loom.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +25,7 @@ class Stack:
 @dataclasses.dataclass(frozen=True)
 class RuntimeAllocator:
     """`alloc(bytes, alignment) -> pointer` (NULL on failure) and `free(pointer)`, symbols of a
-    declared runtime library (loom.runtime.abi)."""
+    declared runtime library (loom.abi)."""
 
     alloc: str
     free: str
@@ -100,39 +99,20 @@ class MemoryScope:
         return device in self.accessible_from
 
 
-_REGISTRY: dict[str, MemoryScope] = {}
-
-
-def register(scope: MemoryScope, replace: bool = False) -> MemoryScope:
-    """Add a scope to the registry (an existing name needs replace=True)."""
+def _check(scope) -> None:
     if not isinstance(scope, MemoryScope):
         raise TypeError(f"register takes a MemoryScope, got {scope!r}")
-    if scope.name in _REGISTRY and not replace and _REGISTRY[scope.name] != scope:
-        raise LoomError(f"memory scope {scope.name!r} is already registered; pass replace=True")
-    _REGISTRY[scope.name] = scope
-    return scope
 
 
-def unregister(name: str) -> None:
-    get(name)
-    del _REGISTRY[name]
-
-
-def get(name: str) -> MemoryScope:
-    """The scope of that name; an unknown name is an error listing the registered ones."""
-    scope = _REGISTRY.get(name)
-    if scope is None:
-        near = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        raise LoomError(
-            f"unknown memory scope {name!r}{hint}; registered scopes: "
-            f"{', '.join(sorted(_REGISTRY))}"
-        )
-    return scope
-
-
-def list_scopes() -> list[MemoryScope]:
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
+SCOPES: Registry[MemoryScope] = Registry(
+    "memory scope",
+    check=_check,
+    builtins=("loom.target",),  # the targets' memories
+)
+register = SCOPES.register
+unregister = SCOPES.unregister
+get = SCOPES.get
+list_scopes = SCOPES.items
 
 
 HOST_DEVICES = ("cpu", "hexagon")
@@ -164,15 +144,3 @@ register(
         doc="the function's stack frame (a name kept for TVM schedules)",
     )
 )
-for _name in ("local.vtcm", "global.vtcm"):
-    register(
-        MemoryScope(
-            _name,
-            RuntimeAllocator("HexagonBackendAllocateVTCM", "HexagonBackendFreeVTCM"),
-            alignment=128,
-            address_space="vtcm",
-            accessible_from=HOST_DEVICES,
-            doc="Hexagon's tightly coupled vector memory, from the runtime's VTCM allocator "
-            "(the device runtime on Hexagon; an emulated arena in the host runtime)",
-        )
-    )

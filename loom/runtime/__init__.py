@@ -1,10 +1,23 @@
-"""Running compiled code: modules, aligned arrays, the host runtime and the thread pool."""
+"""The runtime layer (docs/architecture.md): running compiled code without the compiler.
 
-from loom.runtime.device_module import DeviceModule, LoadedModule
-from loom.runtime.export import load_module, register_loader, unregister_loader
+Modules and their functions, aligned arrays, the host runtime and its thread pool, loading
+exported libraries, and device sessions. Nothing here imports loom's compiler (loom.ir, te,
+transform, codegen, target); a layering test keeps it so.
+"""
+
+from loom.runtime.device_module import DeviceModule
 from loom.runtime.host_runtime import configure_vtcm, num_threads, set_num_threads, vtcm_stats
-from loom.runtime.module import Module, NativeFunction, NativeModule, TimeResult
+from loom.runtime.load import load_module
+from loom.runtime.loaded import LoadedModule
+from loom.runtime.module import (
+    Module,
+    NativeFunction,
+    NativeModule,
+    register_loader,
+    unregister_loader,
+)
 from loom.runtime.session import DeviceArray, Session, device
+from loom.runtime.timing import TimeResult
 
 __all__ = [
     "DeviceArray",

@@ -1,4 +1,4 @@
-"""The artifact record embedded in an exported library (DESIGN.md decision 5).
+"""The artifact record embedded in an exported library (docs/architecture.md, decision 5).
 
 Layout (little-endian), stored as raw bytes in the ELF section `.loom_artifact`:
 
@@ -113,24 +113,3 @@ def unpack(blob: bytes, where: str = "the library") -> Artifact:
         key = reader.take(n, f"the type key of payload {k}").decode(errors="replace")
         payloads.append((key, reader.checked(f"payload {k} (type {key!r})")))
     return Artifact(version, metadata, tuple(payloads))
-
-
-def object_for(blob: bytes, triple: str) -> bytes:
-    """An object file for `triple` whose section `.loom_artifact` holds `blob` as raw bytes."""
-    from llvmlite import ir
-
-    from loom.codegen.llvm.emit import target_machine
-    from loom.target import Target
-
-    module = ir.Module("loom_artifact")
-    module.triple = triple
-    typ = ir.ArrayType(ir.IntType(8), len(blob))
-    g = ir.GlobalVariable(module, typ, SYMBOL)
-    g.global_constant = True
-    g.initializer = ir.Constant(typ, bytearray(blob))
-    g.section = SECTION
-    g.visibility = "hidden"
-    import llvmlite.binding as llvm
-
-    parsed = llvm.parse_assembly(str(module))
-    return target_machine(Target(f"llvm -mtriple={triple} -mcpu=generic")).emit_object(parsed)

@@ -7,6 +7,7 @@ undefined, which machine and ISA version it targets, and where a named section l
 from __future__ import annotations
 
 import dataclasses
+import platform
 import struct
 
 from loom.errors import LoomError
@@ -136,3 +137,16 @@ def parse(data: bytes) -> ElfFile:
                 )
             )
     return ElfFile(elf_class, etype, machine, flags, sections, tuple(symbols))
+
+
+_TRIPLE_MACHINES = {"x86_64": 62, "aarch64": 183, "hexagon": 164, "riscv64": 243, "arm": 40}
+
+
+def elf_machine_of_triple(triple: str) -> int | None:
+    return _TRIPLE_MACHINES.get(triple.split("-")[0])
+
+
+def host_machine() -> int | None:
+    """The ELF machine number of this process's CPU."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower())
+    return elf_machine_of_triple(arch or platform.machine())

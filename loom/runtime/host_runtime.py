@@ -1,4 +1,5 @@
-"""The host runtime library (errors, workspace memory, thread pool), built at first use."""
+"""The host runtime library (errors, workspace memory, thread pool, the emulated VTCM), built at
+first use, and its declaration as the runtime library `loom_host_runtime`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import ctypes
 import functools
 import pathlib
 
+from loom import abi
+from loom.errors import LoomError
 from loom.runtime.native_lib import NATIVE_DIR, build_library
 
 SOURCES = [
@@ -86,6 +89,25 @@ def vtcm_stats() -> dict[str, int]:
 def configure_vtcm(capacity: int) -> None:
     """Replace the host's VTCM arena by an empty one of `capacity` bytes (statistics reset)."""
     if library().loom_vtcm_configure(int(capacity)) != 0:
-        from loom.errors import LoomError
-
         raise LoomError(last_error())
+
+
+def host_link_flags() -> list[str]:
+    """Link against the host runtime (found again through the rpath) and libm."""
+    lib = library_path()
+    return [f"-L{lib.parent}", f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}", "-lm"]
+
+
+HOST_RUNTIME = abi.register_library(
+    abi.RuntimeLibrary(
+        "loom_host_runtime",
+        ("cpu",),
+        symbols=(
+            *abi.RUNTIME_SYMBOLS,
+            abi.parse_declaration("int32 loom_set_num_threads(int32 n)"),
+        ),
+        doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
+        link_flags=host_link_flags,
+        load=library,
+    )
+)

@@ -1,32 +1,62 @@
-"""Compiling generated C to objects, linking objects into shared libraries with the system
-linker, and loading them."""
+"""Linking host objects into shared libraries with the system linker and loading them, and the
+runtime library that resolves each undefined symbol (docs/architecture.md, decision 3)."""
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import pathlib
-import re
-import subprocess
 import tempfile
-from collections.abc import Sequence
 
+from loom import abi
+from loom.abi import MODULE_PROVIDER
 from loom.errors import LoomError
 from loom.runtime import host_runtime
+from loom.runtime.elf import elf_machine_of_triple, host_machine
 from loom.runtime.native_lib import cache_dir, find_tool, run
 
 
-def host_link_flags() -> list[str]:
-    """Link against loom's host runtime (found again through the rpath) and libm."""
-    lib = host_runtime.library_path()
-    return [f"-L{lib.parent}", f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}", "-lm"]
+def resolve_symbols(
+    names: list[str], device: str, siblings: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The runtime library providing each undefined symbol ("module:<type>" for one defined by
+    a sibling module linked into the same library, given as `siblings`: symbol -> type key);
+    an error names those nothing provides."""
+    out, missing = {}, []
+    siblings = siblings or {}
+    for name in names:
+        if name in siblings:
+            out[name] = MODULE_PROVIDER + siblings[name]
+            continue
+        lib = abi.provider(name, device)
+        if lib is None:
+            missing.append(name)
+        else:
+            out[name] = lib.name
+    if missing:
+        hints = [f"{m} (similar: {', '.join(abi.similar_symbols(m)) or 'none'})" for m in missing]
+        raise LoomError(
+            f"the compiled code needs symbols no runtime library declares for "
+            f"{device}: {'; '.join(hints)}"
+        )
+    return out
+
+
+def link_flags(providers: dict[str, str]) -> list[str]:
+    """What the host linker needs for the libraries in `providers` (symbol -> library)."""
+    flags: list[str] = []
+    for lib_name in dict.fromkeys(providers.values()):
+        if lib_name.startswith(MODULE_PROVIDER):
+            continue  # linked into the same library
+        link = abi.get_library(lib_name).link_flags
+        flags += link() if link is not None else []
+    return flags
 
 
 def link_host_shared(
     objects: list[pathlib.Path], output: pathlib.Path, flags: list[str] = ()
 ) -> None:
     """`cc -shared` the objects with the host runtime, libm and `flags` (other libraries)."""
-    base = host_link_flags()
+    base = host_runtime.host_link_flags()
     extra = [f for f in flags if f not in base]
     run(
         [find_tool("cc"), "-shared", "-o", str(output), *map(str, objects), *base, *extra],
@@ -51,38 +81,20 @@ def load_host_object(
         return ctypes.CDLL(str(lib))
 
 
-C_FLAGS = ("-O2", "-fPIC", "-std=gnu99", "-ffp-contract=off", "-fno-strict-aliasing")
-"""How generated C is compiled: optimized, position independent, no FMA contraction (the IR
-rounds after every operation), no type-based alias analysis, no -march=native."""
-
-
-def compile_c_object(source: str, name: str, flags: Sequence[str] = C_FLAGS) -> bytes:
-    """`cc -c` C source into the bytes of an object file. A compiler error is a LoomError with
-    the compiler's output and the offending lines; the source is kept in the cache directory
-    so the file:line the compiler names can be opened."""
-    cc = find_tool("cc")
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        src = pathlib.Path(tmp) / f"{name}.c"
-        obj = pathlib.Path(tmp) / f"{name}.o"
-        src.write_text(source)
-        proc = subprocess.run(
-            [cc, "-c", *flags, "-o", str(obj), str(src)], capture_output=True, text=True
+def link_objects(
+    objects: list[pathlib.Path], output: pathlib.Path, triple: str, cc: str | None, flags: list[str]
+) -> None:
+    host = elf_machine_of_triple(triple) == host_machine()
+    if host:
+        tool = find_tool(cc or "cc")
+        run(
+            [tool, "-shared", "-o", str(output), *map(str, objects), "-lm", *flags],
+            f"linking {output.name}",
         )
-        if proc.returncode == 0:
-            return obj.read_bytes()
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    kept = cache_dir() / "failed-c" / f"{name}-{digest}.c"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text(source)
-    output = (proc.stdout + proc.stderr).replace(str(src), str(kept))
-    lines = source.splitlines()
-    quoted = []
-    for match in re.finditer(rf"{re.escape(str(kept))}:(\d+):(?:\d+:)? error", output):
-        number = int(match.group(1))
-        if 0 < number <= len(lines) and len(quoted) < 5:
-            quoted.append(f"  {kept.name}:{number}: {lines[number - 1].strip()}")
-    where = "\n".join(quoted)
-    raise LoomError(
-        f"the C compiler rejected the generated code for {name} (a code generator bug), "
-        f"kept in {kept}:\n{where}\n{' '.join([cc, '-c', *flags])} said:\n{output}"
-    )
+    else:
+        tool = find_tool(cc or "ld.lld", "lld")
+        # a DT_HASH table: the device runtime's loader finds symbols through it
+        run(
+            [tool, "-shared", "--hash-style=sysv", "-o", str(output), *map(str, objects), *flags],
+            f"linking {output.name} for {triple}",
+        )

@@ -10,36 +10,18 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import pathlib
-import statistics
 import time
+from collections.abc import Callable
 
+from loom.abi import FunctionSignature
 from loom.errors import LoomError
-from loom.runtime.signature import FunctionSignature, prepare_call
-
-
-@dataclasses.dataclass(frozen=True)
-class TimeResult:
-    """Seconds per call, one figure per repeat (each the mean of `number` calls)."""
-
-    results: tuple[float, ...]
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.results)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.results)
-
-    @property
-    def std(self) -> float:
-        return statistics.pstdev(self.results)
-
-    def __repr__(self) -> str:
-        return (
-            f"TimeResult(mean={self.mean * 1e3:.4f} ms, median={self.median * 1e3:.4f} ms, "
-            f"std={self.std * 1e3:.4f} ms, repeats={len(self.results)})"
-        )
+from loom.registry import Registry
+from loom.runtime.call import prepare_call
+from loom.runtime.device import link_shared_object
+from loom.runtime.elf import elf_machine_of_triple, host_machine
+from loom.runtime.host_runtime import last_error
+from loom.runtime.loaded import LoadedModule
+from loom.runtime.timing import TimeResult
 
 
 class NativeFunction:
@@ -61,8 +43,6 @@ class NativeFunction:
     def _invoke(self, argv) -> None:
         status = self.cfunc(argv)
         if status != 0:
-            from loom.runtime.host_runtime import last_error
-
             raise LoomError(f"{self.name} failed (status {status}): {last_error()}")
 
     def time(self, args: tuple, number: int, repeat: int) -> TimeResult:
@@ -169,10 +149,11 @@ class Module:
 
     def export_library(self, path, *, cc: str | None = None, options: list[str] = ()) -> None:
         """Write this module tree as one shared library (`.so`) or as a `.tar` of objects and
-        sources to link later; see docs/export.md."""
-        from loom.runtime.export import export_library
-
-        export_library(self, path, cc=cc, options=options)
+        sources to link later; see docs/export.md. Linking is the packaging layer's
+        (loom.packaging.export), which installs itself as `EXPORTER` when imported."""
+        if EXPORTER is None:
+            raise LoomError("export_library needs loom's packaging layer: import loom.packaging")
+        EXPORTER(self, path, cc=cc, options=options)
 
     def __repr__(self) -> str:
         return f"<loom.Module {self.type_key} functions={self.function_names()}>"
@@ -211,13 +192,21 @@ class NativeModule(Module):
     def device_isa(self) -> str | None:
         """Code for another CPU (an AArch64 build on x86-64) can run in that CPU's device
         runtime; host code runs here instead."""
-        if self.type_key != "llvm" or self.target.is_host:
+        machine = elf_machine_of_triple(self.triple)
+        if self.type_key != "llvm" or machine is None or machine == host_machine():
             return None
-        return self.target.triple.split("-")[0]
+        return self.triple.split("-")[0]
+
+    @property
+    def triple(self) -> str:
+        """The LLVM triple the code is for (from the target, or its text when loaded)."""
+        triple = getattr(self.target, "triple", None)
+        if triple is None:  # a loaded module keeps its target as text
+            words = dict(w[1:].split("=", 1) for w in str(self.target).split()[1:] if "=" in w)
+            triple = words.get("mtriple", "")
+        return triple
 
     def load_into(self, session):
-        from loom.runtime.device_module import LoadedModule, link_shared_object
-
         if self.library_path is not None:
             shared_object = pathlib.Path(self.library_path).read_bytes()
         elif self.object_code is not None:
@@ -275,3 +264,45 @@ class NativeModule(Module):
 
     def __repr__(self) -> str:
         return f"<loom.NativeModule {self.type_key} functions={self.function_names()}>"
+
+
+EXPORTER: Callable | None = None
+"""export_library(module, path, cc=, options=): set by loom.packaging.export (the runtime links
+nothing itself)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Loader:
+    """`load(payload, record) -> Module` rebuilds modules of `type_key` from their payload and
+    their metadata record (type key, functions, and what the module's `metadata()` wrote)."""
+
+    type_key: str
+    load: Callable[[bytes, dict], Module]
+
+
+def _check_loader(loader) -> None:
+    if not isinstance(loader, Loader):
+        raise TypeError(f"expected a Loader, got {loader!r}")
+    if loader.type_key in ("llvm", "c"):
+        raise LoomError(f"modules of type {loader.type_key!r} are linked into the library itself")
+
+
+LOADERS: Registry[Loader] = Registry(
+    "module loader",
+    key=lambda loader: loader.type_key,
+    check=_check_loader,
+    builtins=("loom.runtime.load",),  # the device modules' loaders
+)
+
+
+def register_loader(type_key: str, fn: Callable[[bytes, dict], Module]) -> None:
+    """Rebuild modules of `type_key` with `fn(payload, record) -> Module` when loading."""
+    LOADERS.register(Loader(type_key, fn), replace=True)
+
+
+def unregister_loader(type_key: str) -> None:
+    LOADERS.unregister(type_key, missing_ok=True)
+
+
+def list_loaders() -> list[str]:
+    return LOADERS.names()

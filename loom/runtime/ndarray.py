@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loom.ir.dtype import dtype as to_dtype
+from loom.abi.dtype import dtype as to_dtype
+from loom.runtime.session import DeviceArray
 
 DEFAULT_ALIGNMENT = 64
 
@@ -19,8 +20,6 @@ def empty(
     """An uninitialized C-contiguous array whose data is aligned to `alignment` bytes (on
     `device` if given)."""
     if device is not None:
-        from loom.runtime.session import DeviceArray
-
         shape = (shape,) if isinstance(shape, int) else shape
         return DeviceArray(
             device,
@@ -44,8 +43,6 @@ def array(data, dtype=None, alignment: int = DEFAULT_ALIGNMENT, device=None, mem
     """An aligned copy of `data` (anything numpy.asarray accepts): in host memory, or with
     `device=session` a DeviceArray in the device's heap (or `memory="vtcm"`)."""
     if device is not None:
-        from loom.runtime.session import DeviceArray
-
         return DeviceArray.from_numpy(device, data, dtype, max(alignment, 128), memory)
     src = np.asarray(data, dtype=dtype)
     out = empty(src.shape, src.dtype, alignment)

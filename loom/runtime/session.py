@@ -1,4 +1,4 @@
-"""Device sessions (DESIGN.md decision 7): one device runtime, over pipes or TCP.
+"""Device sessions (docs/architecture.md, decision 7): one device runtime, over pipes or TCP.
 
 `loom.device("hexagon-sim")` starts the device runtime under `qemu-hexagon` and talks to it
 through its standard input and output; `loom.device("hexagon", host=..., port=...)` connects to
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from loom.errors import DeviceError, LoomError
-from loom.runtime.device import protocol
+from loom.runtime.device import emulator, protocol, runtime_path
 from loom.runtime.device.protocol import Command, Memory
 
 DEFAULT_TIMEOUT = 120.0
@@ -166,7 +166,6 @@ class Session:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> Session:
         """Start the device runtime for `isa` under its qemu user emulator."""
-        from loom.runtime.device import emulator, runtime_path
 
         argv = [emulator(isa), str(runtime_path(isa))]
         if vtcm_size is not None:

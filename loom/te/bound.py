@@ -13,8 +13,9 @@ import dataclasses
 
 from loom.errors import LoweringError, ScheduleError
 from loom.ir import op as irop
-from loom.ir.bound import IntBound, const_int_bound, symbolic_interval
+from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.interval import symbolic_interval
 from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit, substitute
 from loom.te.schedule import AttachType, Split, Stage

@@ -20,11 +20,21 @@ from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.function import PrimFunc
 from loom.ir.simplify import can_prove, simplify
-from loom.ir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, Stmt, seq
+from loom.ir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, Stmt, seq, store
 from loom.ir.visitor import Mutator, free_vars, rename_vars, substitute
 from loom.te.bound import StageBounds, infer_bounds, leaf_var_bounds, split_guards
 from loom.te.schedule import AttachType, Schedule, Stage
-from loom.te.tensor import ComputeOp, IterVar, PlaceholderOp, ProducerLoad, Reduce, Tensor
+from loom.te.tensor import (
+    ComputeOp,
+    IterVar,
+    PlaceholderOp,
+    ProducerLoad,
+    Reduce,
+    Tensor,
+    producer_tensors,
+)
+from loom.te.tensorize import match_region
+from loom.transform.flatten_buffer import flattened
 
 
 class _Inline(Mutator):
@@ -94,7 +104,7 @@ class _Lowering:
         leaves = stage.leaf_iter_vars
         if not isinstance(body, Reduce):
             value = to_loads.visit(substitute(body, values))
-            return self.loops(stage, leaves, buf.store(value, index), guards, outermost=True)
+            return self.loops(stage, leaves, store(buf, value, index), guards, outermost=True)
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.is_reduce), len(leaves))
         outer, inner = leaves[:first_reduce], leaves[first_reduce:]
         init_leaves = [iv for iv in inner if not iv.is_reduce]
@@ -103,7 +113,7 @@ class _Lowering:
         init = self.loops(
             stage,
             init_leaves,
-            buf.store(to_loads.visit(substitute(body.identity(), values)), index),
+            store(buf, to_loads.visit(substitute(body.identity(), values)), index),
             init_guards,
             attach=False,
         )
@@ -111,7 +121,7 @@ class _Lowering:
             init, {iv.var: iv.var.copy_with_name(f"{iv.var.name}.init") for iv in init_leaves}
         )
         source = to_loads.visit(substitute(body.source, values))
-        update: Stmt = buf.store(body.combiner.combine(buf.load(index), source), index)
+        update: Stmt = store(buf, body.combiner.combine(buf.load(index), source), index)
         cond = simplify(to_loads.visit(substitute(body.condition, values)))
         if not (isinstance(cond, IntImm) and cond.value):
             update = IfThenElse(cond, update)
@@ -131,7 +141,6 @@ class _Lowering:
         to_loads: _ReadsToLoads,
     ) -> Stmt:
         """The stage's loops outside its tensorize axis around the intrinsic's statements."""
-        from loom.te.tensorize import match_region
 
         ivar, intrin = stage.tensorized
         leaves = stage.leaf_iter_vars
@@ -158,9 +167,9 @@ class _Lowering:
 
         def flat_access(load):
             if load is None:
-                return buf.flattened(), buf.flat_index(index)
+                return flattened(buf), buf.flat_index(index)
             read = to_loads.visit(substitute(load, values))
-            return read.buffer.flattened(), read.buffer.flat_index(read.indices)
+            return flattened(read.buffer), read.buffer.flat_index(read.indices)
 
         body = self.bodies[stage]
         call = match_region(
@@ -384,7 +393,6 @@ def _lowered_stages(
         body = bodies.get(stage)
         if body is None:
             continue
-        from loom.te.tensor import producer_tensors
 
         parts = body.parts() if isinstance(body, Reduce) else [body]
         for part in parts:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+from loom.abi.dtype import DataType
 from loom.errors import LoomError
 from loom.ir import op as irop
-from loom.ir.dtype import DataType
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.visitor import post_order_visit
 from loom.te.tensor import (

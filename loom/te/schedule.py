@@ -15,6 +15,7 @@ from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.op import convert
 from loom.ir.stmt import ForKind
 from loom.ir.visitor import Mutator, substitute
+from loom.te.operation import compute
 from loom.te.tensor import (
     ComputeOp,
     IterVar,
@@ -26,6 +27,7 @@ from loom.te.tensor import (
     Reduce,
     Tensor,
 )
+from loom.te.tensorize import TensorIntrin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +232,6 @@ class Stage:
     def tensorize(self, ivar: IterVar, intrin) -> None:
         """Compute the loops from `ivar` inward with the hardware intrinsic `intrin` (a
         loom.te.TensorIntrin); lowering checks that they compute what it declares."""
-        from loom.te.tensorize import TensorIntrin
 
         self._require_compute("tensorize")
         self._check_leaf(ivar, "tensorize")
@@ -390,7 +391,6 @@ class Schedule:
         self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
     ) -> Tensor:
         """A stage that copies `tensor` into `scope`; `readers` then read the copy."""
-        from loom.te.operation import compute
 
         source = self[tensor]
         if isinstance(readers, Tensor | Operation | Stage):

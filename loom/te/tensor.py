@@ -11,11 +11,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 
+from loom.abi.dtype import DataType, dtype
 from loom.errors import LoomError
 from loom.ir import op as irop
-from loom.ir.dtype import DataType, dtype
 from loom.ir.expr import ExprLike, IntImm, PrimExpr, Var
 from loom.ir.node import derived, node
+from loom.ir.visitor import post_order_visit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +250,6 @@ class Reduce(PrimExpr):
 
 def producer_tensors(e: PrimExpr) -> list[Tensor]:
     """Tensors read by an expression, in order of first read."""
-    from loom.ir.visitor import post_order_visit
 
     found: dict[Tensor, None] = {}
 

@@ -20,9 +20,10 @@ from loom.ir import op as irop
 from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer
 from loom.ir.expr import LT, FloatImm, IntImm, PrimExpr, StringImm, Var
+from loom.ir.printer import to_text
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Stmt
-from loom.ir.visitor import free_vars, post_order_visit, substitute
+from loom.ir.visitor import children, free_vars, post_order_visit, substitute
 from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Reduce, Tensor
 
 
@@ -141,7 +142,6 @@ class _Matcher:
     def same(self, a: PrimExpr, b: PrimExpr) -> None:
         """Same operations and dtypes; loads map stage tensors to the intrinsic's placeholders
         (their indices are checked as access patterns, later)."""
-        from loom.ir.printer import to_text
 
         if isinstance(a, ProducerLoad) and isinstance(b, ProducerLoad):
             seen = self.tensors.setdefault(a.tensor, b.tensor)
@@ -160,7 +160,6 @@ class _Matcher:
             if a != b:
                 raise self.fail(f"constant {to_text(a)} differs from the intrinsic's {to_text(b)}")
             return
-        from loom.ir.visitor import children
 
         ca, cb = children(a), children(b)
         if len(ca) != len(cb) or getattr(a, "op", None) != getattr(b, "op", None):

@@ -16,6 +16,12 @@ from loom.ir.visitor import Mutator
 from loom.transform.pass_infra import Pass, register_pass
 
 
+def flattened(buf: Buffer) -> Buffer:
+    """`buf.flattened()` with its size simplified."""
+    flat = buf.flattened()
+    return flat if flat is buf else flat.replace(shape=(simplify(flat.shape[0]),))
+
+
 class _Flatten(Mutator):
     def __init__(self) -> None:
         self.flat: dict[Var, Buffer] = {}
@@ -23,7 +29,7 @@ class _Flatten(Mutator):
     def flat_buffer(self, buf: Buffer) -> Buffer:
         flat = self.flat.get(buf.data)
         if flat is None:
-            flat = self.flat[buf.data] = buf.flattened()
+            flat = self.flat[buf.data] = flattened(buf)
         return flat
 
     def flat_indices(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:

@@ -12,18 +12,17 @@ Every constant-size allocation is checked against its scope's capacity.
 
 from __future__ import annotations
 
-from loom import memory
+from loom import abi, memory
+from loom.abi.dtype import HANDLE, dtype
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
-from loom.ir.dtype import HANDLE, dtype
 from loom.ir.expr import Call, IntImm, PrimExpr
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, AssertStmt, DeferStmt, Evaluate, LetStmt, Stmt
 from loom.ir.visitor import Mutator
 from loom.memory.scope import FixedAddress, MemoryScope, RuntimeAllocator, Stack
-from loom.runtime import abi
 from loom.transform.pass_infra import Pass, register_pass
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from loom import memory
+from loom import abi, memory
+from loom.abi.dtype import dtype
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
-from loom.ir.dtype import dtype
 from loom.ir.expr import LT, BufferLoad, Call, IntImm, PrimExpr, Ramp, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.printer import to_text
@@ -24,7 +24,6 @@ from loom.ir.stmt import NOP, AssertStmt, AttrStmt, BufferStore, Evaluate, For, 
 from loom.ir.stmt import seq as seq_stmt
 from loom.ir.visitor import Mutator, free_vars, substitute
 from loom.memory.pragma import PragmaRule, get_pragma_rule
-from loom.runtime import abi
 from loom.transform.lower_memory import target_of
 from loom.transform.pass_infra import Pass, register_pass
 

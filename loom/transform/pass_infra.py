@@ -16,12 +16,13 @@ from typing import Any, TextIO
 
 from loom.errors import LoomError
 from loom.ir.function import IRModule, PrimFunc
+from loom.registry import Registry
 
 PHASES = ("schedule", "flatten", "vectorize", "final", "build")
 """Where user passes can be inserted (TVM's add_lower_pass phases 0..3, and 4): right after the
 schedule is lowered to loops, after buffers are flattened to 1-d, after vectorization and
-unrolling, at the end of lowering, and (when building for a target) after memory lowering and
-the checks, right before code generation."""
+unrolling, at the end of lowering, and (when building for a target) after memory lowering,
+parallel outlining and the checks, right before legalization and code generation."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,24 +45,20 @@ class Pass:
         return result
 
 
-_REGISTRY: dict[str, Pass] = {}
+PASSES: Registry[Pass] = Registry("pass", builtins=("loom.transform.pipeline",))
 
 
 def register_pass(p: Pass) -> Pass:
-    """Make a pass findable by name (`get_pass`, `list_passes`)."""
-    _REGISTRY[p.name] = p
-    return p
+    """Make a pass findable by name (`get_pass`, `list_passes`); a new pass of the same name
+    replaces the old one (a pass defined again in a notebook)."""
+    return PASSES.register(p, replace=True)
 
 
-def get_pass(name: str) -> Pass:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise LoomError(f"no pass named {name!r}; registered: {sorted(_REGISTRY)}") from None
+get_pass = PASSES.get
 
 
 def list_passes() -> list[str]:
-    return sorted(_REGISTRY)
+    return PASSES.names()
 
 
 def module_pass(fn: Callable | None = None, *, name: str | None = None, opt_level: int = 0):
@@ -160,16 +157,25 @@ def _check_bool(key: str):
     return check
 
 
-_CONFIG: dict[str, tuple[Callable[[Any], Any], str]] = {}
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    """A PassContext config key: `check(value)` validates and returns the value to store."""
+
+    name: str
+    check: Callable[[Any], Any]
+    doc: str
+
+
+CONFIGS: Registry[ConfigKey] = Registry("PassContext config", builtins=("loom.transform.pipeline",))
 
 
 def register_config(key: str, check: Callable[[Any], Any], doc: str) -> None:
     """Declare a PassContext config key with its validator."""
-    _CONFIG[key] = (check, doc)
+    CONFIGS.register(ConfigKey(key, check, doc), replace=True)
 
 
 def list_configs() -> dict[str, str]:
-    return {k: doc for k, (_, doc) in sorted(_CONFIG.items())}
+    return {c.name: c.doc for c in CONFIGS}
 
 
 register_config(
@@ -201,9 +207,9 @@ class PassContext:
         self.opt_level = opt_level
         self.config: dict[str, Any] = {}
         for key, value in (config or {}).items():
-            if key not in _CONFIG:
-                raise LoomError(f"unknown PassContext config {key!r}; known: {sorted(_CONFIG)}")
-            self.config[key] = _CONFIG[key][0](value)
+            if key not in CONFIGS:
+                raise LoomError(f"unknown PassContext config {key!r}; known: {CONFIGS.names()}")
+            self.config[key] = CONFIGS.get(key).check(value)
         self.instruments = list(instruments)
         for inst in self.instruments:
             if not isinstance(inst, PassInstrument):

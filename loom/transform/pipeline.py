@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 
 from loom.transform.flatten_buffer import flatten_buffer
+from loom.transform.legalize import legalize
 from loom.transform.lower_memory import lower_memory_scopes
+from loom.transform.lower_parallel import lower_parallel
 from loom.transform.lower_pragma import lower_pragmas
 from loom.transform.pass_infra import Pass, PassContext
 from loom.transform.simplify import simplify
@@ -39,9 +41,11 @@ BUILD = [  # after LOWER, for a target (the module's "target" attribute)
     lower_pragmas,  # pragma'd copy nests become data-movement calls (mvin, mvout, ...)
     lower_memory_scopes,  # every allocation as its scope says: stack, allocator, fixed address
     simplify,
+    lower_parallel,  # parallel loops become task functions launched with a closure
     verify_memory,  # no special-scope allocation left, no access to an inaccessible scope
     check_extern_calls,  # every extern call declared by a runtime library for the device
-    Phase("build"),  # what code generation receives
+    Phase("build"),  # backend and user passes: the whole module, still in the IR's semantics
+    legalize,  # the IR's semantics as primitive operations the code generators render as is
 ]
 
 

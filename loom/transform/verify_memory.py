@@ -10,14 +10,13 @@ device, with the declared number and types of arguments.
 
 from __future__ import annotations
 
-from loom import memory
+from loom import abi, memory
 from loom.errors import LoomError
 from loom.ir.expr import BufferLoad, Call, CallKind
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import Allocate, BufferStore
 from loom.ir.visitor import Visitor, post_order_visit
 from loom.memory.scope import Stack
-from loom.runtime import abi
 from loom.transform.lower_memory import target_of
 from loom.transform.pass_infra import Pass, register_pass
 
@@ -75,6 +74,13 @@ def check_extern_calls_func(
                 raise LoomError(
                     f"function {func.name} calls function {n.op!r}, which is not in "
                     f"the module (it has {sorted(functions)})"
+                )
+            return
+        if isinstance(n, Call) and n.op == "function_address" and n.kind == CallKind.INTRINSIC:
+            if n.args[0].value not in functions:  # a parallel task's (lower_parallel)
+                raise LoomError(
+                    f"function {func.name} takes the address of function {n.args[0].value!r}, "
+                    f"which is not in the module (it has {sorted(functions)})"
                 )
             return
         if not isinstance(n, Call) or n.kind != CallKind.EXTERN:

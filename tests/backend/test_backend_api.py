@@ -4,10 +4,9 @@ backend leaves every registry as it was."""
 import pytest
 
 import loom
-from loom import LoomError, memory
+from loom import LoomError, abi, memory
 from loom.backend import npu
 from loom.memory.pragma import PragmaRule
-from loom.runtime import abi
 
 
 class Collides(npu.NPUBackend):

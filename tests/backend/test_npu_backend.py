@@ -14,7 +14,7 @@ import pytest
 import loom
 from loom import LoomError, te
 from loom.backend import npu
-from loom.runtime import npu_sim
+from loom.backend.npu import simulator as npu_sim
 from loom.runtime.native_lib import cache_dir
 from loom.transform import module_pass
 

@@ -9,8 +9,8 @@ import pytest
 import loom
 from loom import LoomError, te
 from loom.backend import npu
+from loom.backend.npu import simulator as npu_sim
 from loom.backend.npu.arch import ACC, SPAD
-from loom.runtime import npu_sim
 
 from . import npu_reference as ref
 

@@ -1,11 +1,12 @@
-"""Targets (host detection, overrides) and the CPU schedules of loom.ops.cpu at awkward sizes."""
+"""Targets (host detection, overrides) and the CPU schedules (loom.backend.cpu.strategies) at
+awkward sizes."""
 
 import numpy as np
 import pytest
 
 import loom
 from loom import LoomError
-from loom.ops import cpu
+from loom.backend.cpu import strategies as cpu
 from loom.target import Target
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import loom
-from loom.ops import hexagon as hx
+from loom.backend.hexagon import strategies as hx
 
 from .conftest import requires_hexagon
 
@@ -154,3 +154,37 @@ def test_vtcm_larger_than_the_targets_is_a_build_error():
         r"local.vtcm has 8192 bytes on hexagon",
     ):
         loom.build(s, [A, B], target=small)
+
+
+def test_parallel_loops_run_as_tasks_of_the_device_runtime(dev):
+    """lower_parallel's tasks on the device: the device runtime's loom_parallel_launch runs
+    them (a loop nested in a serial one captures its variable, a float scalar and both
+    buffers); a failing task fails the call with its own message."""
+    from loom import te
+
+    A = te.placeholder((16, 24), name="A")
+    s_ = te.var("s", dtype="float32")
+    B = te.compute((16, 24), lambda i, j: A[i, j] * s_ + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    jo, _ = s[B].split(B.op.axis[1], factor=8)
+    s[B].parallel(jo)
+    mod = loom.build(s, [A, s_, B], target=TARGET, name="k")
+    assert mod.extern_symbols["loom_parallel_launch"] == "loom_device_runtime"
+    assert list(mod.signatures) == ["k"]
+    a = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
+    b = np.zeros_like(a)
+    mod.to_device(dev)["k"](a, 1.5, b)
+    np.testing.assert_allclose(b, a * np.float32(1.5) + 1, rtol=1e-6)
+
+    C = te.placeholder((64,), name="C", dtype="int32")
+    D = te.placeholder((64,), name="D", dtype="int32")
+    E = te.compute((64,), lambda i: C[i] % D[i], name="E")
+    s = te.create_schedule(E.op)
+    s[E].parallel(E.op.axis[0])
+    loaded = loom.build(s, [C, D, E], target=TARGET, name="pmod").to_device(dev)
+    c, d, e = np.arange(64, dtype=np.int32), np.full(64, 5, np.int32), np.zeros(64, np.int32)
+    loaded["pmod"](c, d, e)
+    np.testing.assert_array_equal(e, c % 5)
+    d[33] = 0
+    with pytest.raises(loom.LoomError, match=r"integer division by zero in pmod"):
+        loaded["pmod"](c, d, e)

@@ -58,7 +58,7 @@ def test_in_device_timing(dev):
 
 @pytest.mark.parametrize("version,flag", [("v68", 0x68), ("v73", 0x73)])
 def test_newer_versions_compile_but_do_not_run_here(dev, version, flag):
-    from loom.ops import hexagon as hx
+    from loom.backend.hexagon import strategies as hx
 
     target = loom.target.hexagon(version)
     mod = loom.build(
@@ -196,7 +196,7 @@ def test_tcp_session(tmp_path):
 
 
 def test_aarch64_runtime_loads_the_aarch64_export(tmp_path):
-    from loom.ops import cpu
+    from loom.backend.cpu import strategies as cpu
 
     sch, args = cpu.elementwise_kernel(lambda x, y: x * y + 1.0, (1000,), 2)
     path = tmp_path / "mul_aarch64.so"

@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
+from loom.abi.dtype import BOOL, dtype
 from loom.ir import op
-from loom.ir.bound import IntBound, const_int_bound, symbolic_interval
+from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.buffer import decl_buffer
-from loom.ir.dtype import BOOL, dtype
 from loom.ir.expr import (
     Broadcast,
     Call,
@@ -23,6 +23,7 @@ from loom.ir.expr import (
     Select,
     Var,
 )
+from loom.ir.interval import symbolic_interval
 from loom.ir.printer import to_text
 from loom.ir.simplify import simplify
 from loom.ir.visitor import substitute

@@ -9,11 +9,13 @@ import time
 import numpy as np
 import pytest
 
+import loom
+from loom import te
+from loom.abi.dtype import dtype
 from loom.errors import InterpreterError, LoomError
 from loom.ir import expr as E
 from loom.ir import op, semantics
 from loom.ir.buffer import Buffer, decl_buffer
-from loom.ir.dtype import dtype
 from loom.ir.expr import Broadcast, Let, Ramp, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.interpret import Pointer, Storage, interpret, python_source
@@ -780,3 +782,31 @@ def test_lowered_kernel_reading_past_its_buffer_raises():
         interpret(
             PrimFunc("shifted", (a, b), body), np.zeros(8, np.float32), np.zeros(8, np.float32)
         )
+
+
+@pytest.mark.parametrize("mode", ["compiled", "tree"])
+def test_legalized_division_checks_its_divisor_in_both_modes(mode):
+    """IR lowered for a target (legalized: the divisor check is a `require`) still runs in the
+    interpreter, and a zero divisor fails with the message native code gives."""
+    A = te.placeholder((4,), name="A", dtype="int32")
+    B = te.placeholder((4,), name="B", dtype="int32")
+    C = te.compute((4,), lambda i: A[i] // B[i], name="C")
+    mod = loom.lower(te.create_schedule(C.op), [A, B, C], name="div", target="llvm")
+    assert "require(" in str(mod)
+    a = np.array([7, -7, 9, 0], np.int32)
+    c = np.zeros(4, np.int32)
+    interpret(mod, a, np.array([2, 2, -4, 1], np.int32), c, mode=mode)
+    np.testing.assert_array_equal(c, [3, -4, -3, 0])
+    with pytest.raises(InterpreterError, match="integer division by zero in div"):
+        interpret(mod, a, np.array([1, 0, 1, 1], np.int32), c, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["compiled", "tree"])
+def test_reinterpret_reads_the_bits_as_another_type(mode):
+    x = decl_buffer((1,), "float32", name="x")
+    y = decl_buffer((1,), "uint32", name="y")
+    bits = E.Call("uint32", "reinterpret", (x[0],))
+    func = PrimFunc("bits", (x, y), y.store(bits, [0]))
+    out = np.zeros(1, np.uint32)
+    interpret(func, np.array([-1.5], np.float32), out, mode=mode)
+    assert out[0] == np.array([-1.5], np.float32).view(np.uint32)[0]

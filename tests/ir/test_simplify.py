@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loom.abi.dtype import BOOL, DataType, dtype
 from loom.errors import InterpreterError
 from loom.ir import op, semantics
-from loom.ir.bound import IntBound, const_int_bound, symbolic_interval
+from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.buffer import decl_buffer
-from loom.ir.dtype import BOOL, DataType, dtype
 from loom.ir.expr import (
     EQ,
     GE,
@@ -45,6 +45,7 @@ from loom.ir.expr import (
     Var,
 )
 from loom.ir.function import IRModule, PrimFunc
+from loom.ir.interval import symbolic_interval
 from loom.ir.printer import to_text
 from loom.ir.simplify import (
     Analyzer,

@@ -1,7 +1,7 @@
 """The reference NPU's simulator against docs/npu.md.
 
 `Model` below is the NPU written in numpy from the document (not from the C): each test drives
-the simulator through loom.runtime.npu_sim's callers and the model with the same instructions,
+the simulator through loom.backend.npu.simulator's callers and the model with the same instructions,
 then compares both memories, the configuration and every counter. Requantization is checked
 against Python's exact integers, and a tiled matmul against numpy's integer product.
 """
@@ -16,14 +16,15 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from loom import abi
+from loom.backend.npu import simulator as npu
 from loom.errors import LoomError
-from loom.runtime import abi
-from loom.runtime import npu_sim as npu
-from loom.runtime.native_lib import NATIVE_DIR
 from tests.thread_sanitizer import assert_race_free
 
 DIM, SPAD_ROWS, ACC_ROWS, ACC_BASE = npu.DIM, npu.SPAD_ROWS, npu.ACC_ROWS, npu.ACC_BASE
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+NPU_NATIVE = pathlib.Path(npu.__file__).parent / "native"
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -206,9 +207,8 @@ def random_bytes(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def header_text() -> str:
-    from loom.runtime.native_lib import NATIVE_DIR
 
-    return (NATIVE_DIR / "npu" / "npu_sim.h").read_text()
+    return (NPU_NATIVE / "npu_sim.h").read_text()
 
 
 def test_constants_mirror_the_header():
@@ -852,7 +852,7 @@ def _release_elsewhere() -> str:
 
 
 def test_ownership_orders_instruction_sequences_under_thread_sanitizer(tmp_path):
-    native = NATIVE_DIR / "npu"
+    native = NPU_NATIVE
     driver = pathlib.Path(__file__).with_name("npu_ownership_stress.c")
     sources = [driver, native / "npu_sim.c"]
     [out] = assert_race_free(tmp_path / "npu_stress", sources, flags=[f"-I{native}"])

@@ -1,7 +1,7 @@
 """A test-only module type ("blob"): a payload of bytes imported by a host module."""
 
+from loom.abi import FunctionSignature, ParamSpec
 from loom.runtime import Module, register_loader
-from loom.runtime.signature import FunctionSignature, ParamSpec
 
 TYPE_KEY = "test_blob"
 

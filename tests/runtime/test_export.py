@@ -11,7 +11,7 @@ import pytest
 import loom
 from loom import LoomError, te
 from loom.runtime import artifact, elf
-from loom.runtime.export import read_library
+from loom.runtime.load import read_library
 from tests.programs import seed_program
 from tests.runtime import blob_module
 
@@ -55,7 +55,7 @@ def test_export_then_load_in_a_new_process(tmp_path, suffix, target):
 
 
 def test_a_user_library_linked_by_name_loads_without_its_registration(tmp_path):
-    from loom.runtime import abi
+    from loom import abi
 
     source = tmp_path / "myadd.c"
     source.write_text("#include <stdint.h>\nint32_t my_add(int32_t x) { return x + 100; }\n")
@@ -257,7 +257,7 @@ def test_loom_help_and_errors(tmp_path):
 
 
 def test_aarch64_export_is_an_aarch64_elf(tmp_path):
-    from loom.ops import cpu
+    from loom.backend.cpu import strategies as cpu
 
     sch, args = cpu.elementwise_kernel(lambda x, y: x + y, (256,), 2)
     mod = loom.build(sch, args, target="llvm -mtriple=aarch64-linux-gnu -mattr=+neon", name="add")

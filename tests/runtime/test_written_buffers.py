@@ -1,13 +1,14 @@
 """Which array arguments a function writes: its signature refuses read-only or aliased arrays
 for those, so a write it misses is a silent error."""
 
+from loom.abi import FunctionSignature, ParamSpec
+from loom.backend.npu import simulator as npu_sim
+from loom.codegen.signature import signature_of
 from loom.ir import op
 from loom.ir.buffer import decl_buffer
 from loom.ir.expr import Var
 from loom.ir.function import PrimFunc
 from loom.ir.stmt import Evaluate, LetStmt, seq
-from loom.runtime import npu_sim
-from loom.runtime.signature import FunctionSignature, ParamSpec, signature_of
 
 ROW = (op.const(1, "int32"), op.const(16, "int32"))
 ACC = op.const(npu_sim.ACC_BASE, "uint32")

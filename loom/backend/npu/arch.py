@@ -4,12 +4,12 @@ scopes, and how buffers in them are addressed."""
 from __future__ import annotations
 
 from loom import memory
+from loom.backend.npu import simulator as npu_sim
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
 from loom.ir.expr import Call, PrimExpr
 from loom.ir.linear import linearize
-from loom.runtime import npu_sim
 
 DIM = npu_sim.DIM
 SPAD = "npu.spad"
@@ -55,7 +55,7 @@ def row_address(buffer: Buffer, offset: PrimExpr, what: str) -> PrimExpr:
 
 def instruction_call(name: str, *args) -> Call:
     """A call of the NPU instruction `name`, each argument cast to its declared type (the
-    instruction library in loom.runtime.npu_sim declares them)."""
+    instruction library in loom.backend.npu.simulator declares them)."""
     sym = npu_sim.LIBRARY.symbol(name)
     converted = tuple(op.cast(a, t) for a, (_, t) in zip(args, sym.params))
     return Call("int32", name, converted, "extern")

@@ -14,6 +14,7 @@ from loom.ir.expr import Call
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import DeferStmt, Evaluate, For, ForKind, seq
 from loom.ir.visitor import post_order_visit
+from loom.transform.lower_parallel import PARALLEL_LOOP_ATTR, PARALLEL_TASK_ATTR
 from loom.transform.pass_infra import module_pass
 
 from .arch import instruction_call
@@ -42,17 +43,22 @@ def _issues_instructions(stmt) -> bool:
 
 @module_pass(name="npu_no_parallel_instructions")
 def no_parallel_instructions(mod: IRModule) -> IRModule:
+    def refuse(function: str, loop: str) -> LoomError:
+        return LoomError(
+            f"function {function}: parallel loop {loop} issues NPU instructions; there is one "
+            "NPU, so its instruction sequences cannot run in parallel (make the loop serial)"
+        )
+
     for func in mod:
         if func.attr(KERNEL_ATTR) is None:
             continue
+        # a parallel loop of a kernel, or the task lower_parallel made of one
+        if func.attr(PARALLEL_TASK_ATTR) is not None and _issues_instructions(func.body):
+            raise refuse(func.attr(PARALLEL_TASK_ATTR), func.attr(PARALLEL_LOOP_ATTR))
 
         def check(n, func=func) -> None:
             if isinstance(n, For) and n.kind == ForKind.PARALLEL and _issues_instructions(n.body):
-                raise LoomError(
-                    f"function {func.name}: parallel loop {n.loop_var.name} issues NPU "
-                    "instructions; there is one NPU, so its instruction sequences cannot run "
-                    "in parallel (make the loop serial)"
-                )
+                raise refuse(func.name, n.loop_var.name)
 
         post_order_visit(func.body, check)
     return mod

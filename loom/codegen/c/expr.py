@@ -1,12 +1,17 @@
 """Expressions of the loop IR as C expressions, with the IR's semantics and no undefined
 behaviour.
 
+Expressions arrive as primitive IR (loom/transform/legalize.py): integer `/ %` have a divisor
+that is neither 0 nor -1 with a minimum dividend, shift amounts are within the width, there is
+no floor division, no float min/max and no arithmetic on bool, so each operation is rendered as
+the C operator or libm function it names.
+
 Each expression becomes a side-effect-free C expression string (`CExpr`). What cannot live in
 one is emitted as statements before it: an extern call (its result goes into a temporary, so
-calls happen once, in the IR's left-to-right order), an integer division whose divisor is
-checked against zero, an `if_then_else` whose branches need statements (it is lazy: only the
-taken branch runs). When an operand emits statements, the operands evaluated before it are
-saved in temporaries first, so every memory read and call happens in the order the IR says.
+calls happen once, in the IR's left-to-right order), a `require` check, a `Let`, an
+`if_then_else` whose branches need statements (it is lazy: only the taken branch runs). When
+an operand emits statements, the operands evaluated before it are saved in temporaries first,
+so every memory read and call happens in the order the IR says.
 
 Integer `+ - * <<` wrap: when the bound analysis cannot show that the result fits its dtype,
 they are computed in the unsigned type of (at least) 32 bits and converted back. float16 is
@@ -19,6 +24,7 @@ import abc
 import dataclasses
 from collections.abc import Sequence
 
+from loom.abi.dtype import DataType
 from loom.codegen.c.types import (
     c_type,
     declaration,
@@ -31,9 +37,9 @@ from loom.codegen.c.types import (
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir.bound import ConstIntBoundAnalyzer, dtype_range
-from loom.ir.dtype import DataType
 from loom.ir.expr import PrimExpr, Var
 from loom.ir.printer import to_text
+from loom.transform.legalize import needs_legalize, not_legalized
 
 _MATH = {
     "exp": "exp",
@@ -174,12 +180,12 @@ class ExprCodegen(abc.ABC):
         return CExpr(f"({a.text} {op} {b.text})")
 
     def _wrapping(self, e: E.BinaryOp, op: str, combine) -> CExpr:
+        if needs_legalize(e):
+            raise not_legalized(e, "C")
         a, b = self.operands([e.a, e.b])
         dt = e.dtype
         if dt.is_float:
             return self._float(dt, a, op, b)
-        if dt.is_bool:
-            return CExpr(f"(((int){a.text} {op} (int){b.text}) != 0)")
         t, u = c_type(dt), wide_unsigned(dt)
         if t == u or self._fits(e, combine):
             return CExpr(f"({a.text} {op} {b.text})")
@@ -211,17 +217,16 @@ class ExprCodegen(abc.ABC):
         return self._bitwise(e, "^")
 
     def _shift(self, e: E.BinaryOp, op: str) -> CExpr:
-        """Shifts by 0..bits-1 as the IR says; the amount is masked to the width C computes in
-        (a larger amount has no defined result in the IR, and must not be C's UB either)."""
+        """Shifts by 0..bits-1 (legalize masked any other amount), which C defines: computed
+        in the wide unsigned type for `<<` of a signed value."""
+        if needs_legalize(e):
+            raise not_legalized(e, "C")
         a, b = self.operands([e.a, e.b])
         dt = e.dtype
-        if dt.is_bool:
-            return CExpr(f"(((int){a.text} {op} (int){b.text}) != 0)")
         t, u = c_type(dt), wide_unsigned(dt)
-        amount = f"({b.text} & {63 if dt.bits == 64 else 31})"
         if op == "<<" and t != u:
-            return CExpr(f"({t})(({u}){a.text} << {amount})")
-        text = f"({a.text} {op} {amount})"
+            return CExpr(f"({t})(({u}){a.text} << {b.text})")
+        text = f"({a.text} {op} {b.text})"
         return CExpr(text if dt.bits >= 32 else f"({t}){text}")
 
     def e_ShiftLeft(self, e: E.ShiftLeft) -> CExpr:
@@ -230,56 +235,43 @@ class ExprCodegen(abc.ABC):
     def e_ShiftRight(self, e: E.ShiftRight) -> CExpr:  # arithmetic for signed (GCC, Clang)
         return self._shift(e, ">>")
 
-    def _division(self, e: E.BinaryOp, kind: str) -> CExpr:
-        """Div, Mod (truncating), FloorDiv, FloorMod. An integer divisor that is not a
-        non-zero constant is checked: zero is a run-time error."""
+    def _division(self, e: E.BinaryOp, op: str) -> CExpr:
+        """Div and Mod: C's `/ %` (an integer divisor is neither 0 nor -1 with a minimum
+        dividend, legalize made sure), IEEE division and fmod for floats."""
+        if needs_legalize(e):
+            raise not_legalized(e, "C")
         a, b = self.operands([e.a, e.b])
         dt = e.dtype
         if dt.is_float:
-            if kind == "div":
+            if op == "/":
                 return self._float(dt, a, "/", b)
-            if kind == "mod":
-                if dt.bits == 64:
-                    return CExpr(f"fmod({a.text}, {b.text})")
-                text = f"fmodf({a.text}, {b.text})"
-                return CExpr(f"(_Float16){text}" if dt.bits == 16 else text)
-            return CExpr(f"{self.module.helper(kind, dt)}({a.text}, {b.text})")
-        constant = e.b.value if isinstance(e.b, E.IntImm) else None
-        if constant is None or constant == 0:
-            a = self.temporary(a, e.a.dtype)
-            b = self.temporary(b, e.b.dtype)
-            self.error_if(f"{b.text} == 0", f"integer division by zero in {self.func_name}")
-        op = "/" if kind in ("div", "floordiv") else "%"
-        if dt.is_bool:
-            return CExpr(f"(((int){a.text} {op} (int){b.text}) != 0)")
-        if dt.is_uint or (kind in ("div", "mod") and constant not in (None, 0, -1)):
-            text = f"({a.text} {op} {b.text})"
-            return CExpr(text if dt.bits >= 32 else f"({c_type(dt)}){text}")
-        return CExpr(f"{self.module.helper(kind, dt)}({a.text}, {b.text})")
+            return math_call("fmod", dt, [a.text, b.text])
+        text = f"({a.text} {op} {b.text})"
+        return CExpr(text if dt.bits >= 32 else f"({c_type(dt)}){text}")
 
     def e_Div(self, e: E.Div) -> CExpr:
-        return self._division(e, "div")
+        return self._division(e, "/")
 
     def e_Mod(self, e: E.Mod) -> CExpr:
-        return self._division(e, "mod")
+        return self._division(e, "%")
 
     def e_FloorDiv(self, e: E.FloorDiv) -> CExpr:
-        return self._division(e, "floordiv")
+        raise not_legalized(e, "C")
 
-    def e_FloorMod(self, e: E.FloorMod) -> CExpr:
-        return self._division(e, "floormod")
+    e_FloorMod = e_FloorDiv
 
-    def _minmax(self, e: E.BinaryOp, kind: str) -> CExpr:
-        a, b = self.operands([e.a, e.b])
-        if e.dtype.is_bool:
-            return CExpr(f"({a.text} {'&' if kind == 'min' else '|'} {b.text})")
-        return CExpr(f"{self.module.helper(kind, e.dtype)}({a.text}, {b.text})")
+    def _minmax(self, e: E.BinaryOp, symbol: str) -> CExpr:
+        """Integer min/max (legalize made float min/max selects with the IR's NaN rule)."""
+        if needs_legalize(e):
+            raise not_legalized(e, "C")
+        a, b = (self.temporary(v, e.dtype) for v in self.operands([e.a, e.b]))
+        return CExpr(f"({b.text} {symbol} {a.text} ? {b.text} : {a.text})")
 
     def e_Min(self, e: E.Min) -> CExpr:
-        return self._minmax(e, "min")
+        return self._minmax(e, "<")
 
     def e_Max(self, e: E.Max) -> CExpr:
-        return self._minmax(e, "max")
+        return self._minmax(e, ">")
 
     # -- comparisons and logic -----------------------------------------------------------------
     def _compare(self, e: E.CompareOp) -> CExpr:
@@ -356,6 +348,8 @@ class ExprCodegen(abc.ABC):
         method = getattr(self, "call_" + e.op, None)
         if method is not None:
             return method(e)
+        if needs_legalize(e):
+            raise not_legalized(e, "C")
         if e.op in _MATH:
             args = self.operands(e.args)
             return math_call(_MATH[e.op], e.dtype, [a.text for a in args])
@@ -390,16 +384,23 @@ class ExprCodegen(abc.ABC):
         self.emit(f"void *{vector}[] = {{{', '.join(pointers) or '0'}}};")
         return self.temporary(CExpr(f"{e.op}({vector})"), e.dtype, hint=f"{e.op}_status")
 
-    def call_sigmoid(self, e: E.Call) -> CExpr:
-        (x,) = self.operands(e.args)
-        dt = e.dtype
-        if dt.bits == 64:
-            return CExpr(f"(1.0 / (1.0 + exp(-{x.text})))")
-        text = f"(1.0f / (1.0f + expf(-(float){x.text})))"
-        return CExpr(f"(_Float16){text}" if dt.bits == 16 else text)
+    def call_require(self, e: E.Call) -> CExpr:
+        """The value, once the condition holds (else fail with the message)."""
+        cond, value, message = e.args
+        self.error_if(f"!{self.expr(cond).text}", message.value)
+        return self.expr(value)
 
     def call_likely(self, e: E.Call) -> CExpr:
         return CExpr(f"LOOM_LIKELY({self.expr(e.args[0]).text})")
+
+    def call_function_address(self, e: E.Call) -> CExpr:
+        return CExpr(self.module.function_address(e.args[0].value, self.func_name), True)
+
+    def call_reinterpret(self, e: E.Call) -> CExpr:
+        """The bits of a value as another type of the same width, through a union."""
+        (x,) = self.operands(e.args)
+        src, dst = c_type(e.args[0].dtype), c_type(e.dtype)
+        return CExpr(f"((union {{ {src} from; {dst} to; }}){{.from = {x.text}}}).to")
 
     def call_isnullptr(self, e: E.Call) -> CExpr:
         return CExpr(f"({self.expr(e.args[0]).text} == NULL)")

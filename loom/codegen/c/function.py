@@ -8,7 +8,6 @@ runtime's last error (unless the failing callee did), run the cleanups of the en
 from __future__ import annotations
 
 from loom.codegen.c.expr import CExpr, ExprCodegen
-from loom.codegen.c.parallel import parallel_for
 from loom.codegen.c.types import c_type, declaration, int_literal, memory_type, string_literal
 from loom.codegen.common import stack_buffer_bytes
 from loom.errors import LoomError
@@ -20,13 +19,14 @@ from loom.ir.expr import IntImm
 
 class FunctionCodegen(ExprCodegen):
     """The body of one C function: the static implementation of a PrimFunc, or a parallel
-    task outlined from it (which starts with no cleanups: its caller runs them)."""
+    task (lower_parallel), which starts with no cleanups: its caller runs them."""
 
     def __init__(self, module, func_name: str, namer) -> None:
         super().__init__(module, func_name, namer)
         self.cleanups: list[S.Stmt] = []
         self.stack_bytes = 0
-        self.distinct: set[E.Var] = set()  # handles to memory no other handle reaches
+        self.closure_handles: set[E.Var] = set()  # pointers a parallel task unpacks
+        self.restrict = False  # whether they are declared restrict (closure_noalias)
         self.element_types: dict[E.Var, str] = {}  # handle -> the one element type read through it
 
     # -- errors --------------------------------------------------------------------------------
@@ -75,15 +75,16 @@ class FunctionCodegen(ExprCodegen):
 
     def s_LetStmt(self, s: S.LetStmt) -> None:
         var = s.var
+        if var in self.closure_handles:
+            self.closure_pointer(var, s.value)
+            self.stmt(s.body)
+            return
         value = self.statement_value(s.value)
         if var.dtype.is_handle:
             element = self.element_types.get(var)
             self.pointee[var] = element
             ctype = "void *" if element is None else f"{element} *"
             text = value.text if element is None else f"({ctype}){value.text}"
-            fresh = isinstance(s.value, E.Call) and s.value.kind == E.CallKind.EXTERN
-            if fresh or isinstance(s.value, E.Cast):  # allocated memory or a fixed address
-                self.distinct.add(var)
         else:
             ctype, text = c_type(var.dtype), value.text
         self.emit(f"{declaration(ctype, self.bind(var), const=True)} = {text};")
@@ -92,6 +93,20 @@ class FunctionCodegen(ExprCodegen):
         self.stmt(s.body)
         if bound is not None:
             self.bounds.pop(var, old)
+
+    def closure_pointer(self, var: E.Var, value: E.Cast) -> None:
+        """A pointer a parallel task unpacks from its closure (`cast(handle, closure[k])`), read
+        from the slot as a pointer (the slot holds its 64 bits; the platforms C code is built
+        for have 64-bit pointers): the compiler keeps what it knows of where it points, and
+        honours `restrict` (GCC ignores it on a pointer made from an integer)."""
+        load = value.value
+        (index,) = self.operands(load.indices)
+        element = self.element_types.get(var)
+        self.pointee[var] = element
+        ctype = "void *" if element is None else f"{element} *"
+        qualifier = "restrict " if self.restrict else ""
+        slot = self.access(load.buffer, load.indices, index)
+        self.emit(f"{ctype}{qualifier}{self.bind(var)} = *({ctype}*)&{slot};")
 
     def s_AttrStmt(self, s: S.AttrStmt) -> None:
         self.stmt(s.body)
@@ -138,10 +153,13 @@ class FunctionCodegen(ExprCodegen):
 
     # -- loops ---------------------------------------------------------------------------------
     def s_For(self, s: S.For) -> None:
-        begin, extent = self.operands([s.min, s.extent])
         if s.kind == S.ForKind.PARALLEL:
-            parallel_for(self.module, self, s, begin, extent)
-            return
+            raise LoomError(
+                f"function {self.func_name}: parallel loop {s.loop_var.name} reached the C code "
+                "generator; the lower_parallel pass must run first (it is in "
+                "loom.transform.pipeline.BUILD, which loom.build runs)"
+            )
+        begin, extent = self.operands([s.min, s.extent])
         begin, end = self.loop_end(s, begin, extent)
         name = self.bind(s.loop_var)
         t = c_type(s.loop_var.dtype)
@@ -191,6 +209,5 @@ class FunctionCodegen(ExprCodegen):
         element = memory_type(buf.dtype)
         name = self.bind(buf.data)
         self.pointee[buf.data] = element
-        self.distinct.add(buf.data)
         self.emit(f"LOOM_ALIGNED({align}) {element} {name}[{max(elements, 1)}];")
         self.stmt(s.body)

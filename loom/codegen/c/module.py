@@ -1,20 +1,25 @@
-"""Loop IR modules to one C source file: entry points, parallel tasks, declarations, helpers.
+"""Loop IR modules to one C source file: entry points, parallel tasks, declarations.
 
 Every PrimFunc `f` becomes two C functions, as in the LLVM back end:
 - `static int32_t f_impl(...)`, taking each buffer as a `T *restrict` and each scalar by value;
-- `int32_t f(void *const *args)`, the entry point of DESIGN.md decision 4, which reads one
-  pointer per argument (a buffer's data, or a pointer to a scalar; a bool is one byte) and
+- `int32_t f(void *const *args)`, the entry point (docs/architecture.md, decision 4), which reads
+  one pointer per argument (a buffer's data, or a pointer to a scalar; a bool is one byte) and
   calls `f_impl`.
-A parallel loop's body is outlined into `static int32_t f_task_<k>(task, num_tasks, closure)`
-(parallel.py).
+A parallel task (made by the lower_parallel pass from a parallel loop) becomes one function
+`static int32_t f_task_<k>(int32_t task_id, int32_t num_tasks, void *closure)`, declared
+before every definition (any function may take its address), and no entry point.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from loom import abi
+from loom.abi import FunctionSignature
+from loom.codegen.c.compile import C_FLAGS
 from loom.codegen.c.function import FunctionCodegen
-from loom.codegen.c.helpers import helper_definition, helper_name
 from loom.codegen.c.names import C_BUILTINS, C_KEYWORDS, Namer, sanitize
-from loom.codegen.c.types import c_type, memory_type
+from loom.codegen.c.types import c_type, declaration, memory_type
 from loom.codegen.common import check_stack
 from loom.errors import LoomError
 from loom.ir import expr as E
@@ -22,10 +27,17 @@ from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.visitor import post_order_visit
-from loom.runtime import abi, host_runtime
-from loom.runtime.linker import C_FLAGS
-from loom.runtime.signature import FunctionSignature
-from loom.target import Target
+from loom.runtime import host_runtime
+from loom.transform.lower_parallel import (
+    CLOSURE_NOALIAS_ATTR,
+    closure_handles,
+    describe_task,
+    entry_functions,
+    is_task,
+)
+
+if TYPE_CHECKING:  # the target package registers the kinds, which import this
+    from loom.target.target import Target
 
 _HEADERS = ("math.h", "stdbool.h", "stddef.h", "stdint.h")
 _MACROS = """\
@@ -57,9 +69,12 @@ class ModuleCodegen:
         self.runtime_used: dict[str, None] = {}
         self.externs_used: dict[str, str | None] = {}  # name -> declaration (None: a header's)
         self.headers: dict[str, None] = {}
-        self.helpers: dict[str, str] = {}
         self.definitions: list[str] = []
-        self.task_counts: dict[str, int] = {}
+        self.tasks: dict[str, str] = {}  # parallel task -> its C name
+        self.prototypes: list[str] = []
+        for func in mod:
+            if is_task(func):
+                self._declare_task(func)
 
     # -- declarations --------------------------------------------------------------------------
     def use_runtime(self, name: str) -> None:
@@ -86,12 +101,6 @@ class ModuleCodegen:
             )
         self.externs_used.setdefault(name, f"int32_t {name}(void *const *args);")
 
-    def helper(self, kind: str, dt) -> str:
-        name = helper_name(kind, dt)
-        if name not in self.helpers:
-            self.helpers[name] = helper_definition(kind, dt)
-        return name
-
     # -- functions -----------------------------------------------------------------------------
     def add_function(self, func: PrimFunc, signature: FunctionSignature) -> None:
         impl = self.global_names.fresh(f"{func.name}_impl")
@@ -103,7 +112,6 @@ class ModuleCodegen:
                 element = memory_type(param.dtype)
                 name = cg.bind(param.data)
                 cg.pointee[param.data] = element
-                cg.distinct.add(param.data)
                 params.append(f"{element} *restrict {name}")
             else:
                 params.append(f"{c_type(param.dtype)} {cg.bind(param)}")
@@ -127,7 +135,8 @@ class ModuleCodegen:
                 args.append(f"*(const {c_type(param.dtype)} *)args[{k}]")
         lines = [] if args else ["    (void)args;"]
         lines.append(f"    return {impl}({', '.join(args)});")
-        doc = f"/* entry point of {func.name} (int32_t name(void *const *args), DESIGN.md 4) */"
+        doc = f"/* entry point of {func.name}: int32_t name(void *const *args), see loom's "
+        doc += "docs/architecture.md, decision 4 */"
         name = func.name
         if name == "main" or name in C_KEYWORDS or name in C_BUILTINS or sanitize(name) != name:
             # C gives the name another meaning: a C function of another name, exported as it
@@ -136,13 +145,43 @@ class ModuleCodegen:
             doc += f"\nint32_t {name}(void *const *args) {label};"
         self.add_definition(doc, f"int32_t {name}(void *const *args)", lines)
 
+    def _declare_task(self, func: PrimFunc) -> None:
+        types = [str(p.dtype) if isinstance(p, E.Var) else None for p in func.params]
+        if types != ["int32", "int32", "handle"]:
+            raise LoomError(
+                f"parallel task {func.name} must take (int32 task_id, int32 num_tasks, handle "
+                f"closure), got {types}"
+            )
+        name = func.name
+        if name == "main" or name in C_KEYWORDS or name in C_BUILTINS or sanitize(name) != name:
+            name = self.global_names.fresh(f"task_{func.name}")
+        self.tasks[func.name] = name
+        self.prototypes.append(f"static int32_t {name}(int32_t, int32_t, void *);")
+
+    def add_task(self, func: PrimFunc) -> None:
+        """A parallel task: `static int32_t task(int32_t task_id, int32_t num_tasks, void
+        *closure)`; with `closure_noalias`, the pointers it unpacks are `restrict`."""
+        cg = self.function_codegen(func.name)
+        cg.element_types = _element_types(func)
+        cg.closure_handles = closure_handles(func)
+        cg.restrict = bool(func.attr(CLOSURE_NOALIAS_ATTR))
+        params = [declaration(c_type(p.dtype), cg.bind(p)) for p in func.params]
+        cg.stmt(func.body)
+        cg.emit("return 0;")
+        self.check_stack(cg, describe_task(func))
+        doc = f"/* {describe_task(func)}: a chunk of its iterations per task */"
+        head = f"static int32_t {self.tasks[func.name]}({', '.join(params)})"
+        self.add_definition(doc, head, cg.lines)
+
+    def function_address(self, name: str, caller: str) -> str:
+        """The C name of a parallel task, or of another function's entry point."""
+        if name in self.tasks:
+            return self.tasks[name]
+        self.declare_entry(name, caller)
+        return name
+
     def check_stack(self, cg: FunctionCodegen, name: str) -> None:
         check_stack(name, cg.stack_bytes, self.target.stack_limit)
-
-    # -- pieces for parallel.py -------------------------------------------------------------
-    def task_name(self, func_name: str) -> str:
-        number = self.task_counts[func_name] = self.task_counts.get(func_name, -1) + 1
-        return self.global_names.fresh(f"{func_name}_task_{number}")
 
     def function_codegen(self, func_name: str) -> FunctionCodegen:
         """A generator for the body of a new C function of PrimFunc `func_name`."""
@@ -153,7 +192,7 @@ class ModuleCodegen:
 
     # -- the file ------------------------------------------------------------------------------
     def source(self) -> str:
-        names = ", ".join(f.name for f in self.mod) or "(none)"
+        names = ", ".join(f.name for f in entry_functions(self.mod)) or "(none)"
         parts = [
             f"/* Generated by loom from the loop IR of {names}, for target {self.target}.\n"
             f" * Compile with: cc -c {' '.join(C_FLAGS)} */",
@@ -169,7 +208,8 @@ class ModuleCodegen:
                 "/* extern symbols, as their runtime libraries declare them */\n"
                 + "\n".join(externs)
             )
-        parts += list(self.helpers.values())
+        if self.prototypes:
+            parts.append("/* parallel tasks */\n" + "\n".join(self.prototypes))
         parts += self.definitions
         return "\n\n".join(parts) + "\n"
 
@@ -210,5 +250,8 @@ def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignat
     """The C source of every function of `mod`."""
     mcg = ModuleCodegen(mod, target)
     for func in mod:
-        mcg.add_function(func, signatures[func.name])
+        if is_task(func):
+            mcg.add_task(func)
+        else:
+            mcg.add_function(func, signatures[func.name])
     return mcg.source()

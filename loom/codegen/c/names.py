@@ -20,7 +20,7 @@ C_BUILTINS = frozenset(
     int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t INT64_C UINT64_C
     exp expf exp2 exp2f log logf log2 log2f log10 log10f sqrt sqrtf sin sinf cos cosf tanh
     tanhf erf erff fabs fabsf floor floorf ceil ceilf trunc truncf nearbyint nearbyintf pow powf
-    fmod fmodf args task num_tasks closure""".split()
+    fmod fmodf args""".split()
 )
 
 _INVALID = re.compile(r"[^A-Za-z0-9_]")

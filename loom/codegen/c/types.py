@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
+from loom.abi import C_TYPES
+from loom.abi.dtype import DataType
 from loom.errors import LoomError
 from loom.ir import semantics
-from loom.ir.dtype import DataType
-from loom.runtime.abi import C_TYPES
 
 
 def c_type(dt: DataType) -> str:

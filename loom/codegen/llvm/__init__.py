@@ -1,19 +1,23 @@
-"""The LLVM code generator: loop IR -> LLVM IR (llvmlite) -> optimized object code."""
+"""The LLVM code generator: loop IR -> LLVM IR (llvmlite) -> optimized object code, as a
+module that loom.packaging links and loads."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-from loom.codegen.common import link_flags, memories_used, resolve_symbols
+from loom.abi import FunctionSignature
+from loom.codegen.common import memories_used
 from loom.codegen.llvm.emit import optimize
 from loom.codegen.llvm.module import generate
+from loom.codegen.signature import module_signatures
 from loom.ir.function import IRModule
 from loom.ir.printer import to_text
-from loom.runtime import elf
-from loom.runtime.linker import load_host_object
+from loom.runtime.device_module import DeviceModule
 from loom.runtime.module import NativeModule
-from loom.runtime.signature import FunctionSignature, module_signatures
-from loom.target import Target
+
+if TYPE_CHECKING:  # the target package registers the kinds, which import this
+    from loom.target.target import Target
 
 
 @dataclasses.dataclass
@@ -23,58 +27,39 @@ class CompiledLLVM:
     signatures: dict[str, FunctionSignature]
     object_code: bytes
     sources: dict[str, str]
-    providers: dict[str, str]  # undefined symbol -> runtime library
     memories: tuple[str, ...]
 
 
 def compile_llvm(mod: IRModule, target: Target) -> CompiledLLVM:
-    """Compile every function of `mod` (lowered for `target`) to one object file, and attribute
-    each of its undefined symbols to a declared runtime library."""
+    """Compile every function of `mod` (lowered for `target`) to one object file."""
     signatures = module_signatures(mod, target.alignment)
     llvm_module, tm = optimize(str(generate(mod, target, signatures)), target)
     object_code = tm.emit_object(llvm_module)
-    providers = resolve_symbols(elf.parse(object_code).undefined_symbols(), target.device)
     sources = {"ir": to_text(mod), "ll": str(llvm_module), "asm": tm.emit_assembly(llvm_module)}
-    return CompiledLLVM(signatures, object_code, sources, providers, memories_used(mod))
+    return CompiledLLVM(signatures, object_code, sources, memories_used(mod))
 
 
 def build_llvm(mod: IRModule, target: Target) -> NativeModule:
-    """Compile for a CPU target; for the host, link with the runtime libraries that provide
-    the undefined symbols and load it."""
+    """Compile for a CPU target: a host module with its object code, not linked yet."""
     c = compile_llvm(mod, target)
-    library = None
-    if target.is_host:
-        name = mod.functions[0].name if len(mod) else "empty"
-        library = load_host_object(c.object_code, name, link_flags(c.providers))
     return NativeModule(
-        "llvm",
-        c.signatures,
-        c.sources,
-        target,
-        library,
-        object_code=c.object_code,
-        extern_symbols=c.providers,
-        memories=c.memories,
+        "llvm", c.signatures, c.sources, target, object_code=c.object_code, memories=c.memories
     )
 
 
-def build_device(mod: IRModule, target: Target):
-    """Compile for a device target (Hexagon): a position-independent shared object that a
-    device session loads."""
-    from loom.runtime.device_module import DeviceModule, link_shared_object
-
+def build_device(mod: IRModule, target: Target) -> DeviceModule:
+    """Compile for a device target (Hexagon): a module whose object code loom.packaging links
+    into a position-independent shared object that a device session loads."""
     c = compile_llvm(mod, target)
-    shared_object = link_shared_object(c.object_code, "hexagon")
     return DeviceModule(
-        "hexagon",
+        target.device,
         c.signatures,
-        shared_object,
+        None,
         target,
         sources=c.sources,
-        extern_symbols=c.providers,
         memories=c.memories,
         object_code=c.object_code,
     )
 
 
-__all__ = ["build_device", "build_llvm", "compile_llvm", "memories_used", "resolve_symbols"]
+__all__ = ["build_device", "build_llvm", "compile_llvm"]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm
 
 from loom.errors import LoomError
-from loom.target import Target
+
+if TYPE_CHECKING:  # the target package registers the kinds, which import this
+    from loom.target.target import Target
 
 
 @functools.cache

@@ -1,8 +1,10 @@
 """Loop IR to LLVM IR for one function: expressions, statements, loops, memory, errors.
 
-Errors inside generated code (an assertion, an integer division by zero, a failed allocation, a
-failed parallel task) set the runtime's last error, run the cleanups of the enclosing
-allocations and return -1.
+Expressions arrive as primitive IR (loom/transform/legalize.py): each operation is rendered as
+the LLVM instruction it names; what the IR means beyond that was lowered by the legalize pass.
+Errors inside generated code (an assertion, a failed `require` such as an integer division by
+zero, a failed allocation, a failed parallel task) set the runtime's last error, run the
+cleanups of the enclosing allocations and return -1.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from loom.abi.dtype import DataType
 from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
-from loom.ir.dtype import DataType
 from loom.ir.expr import PrimExpr, Var
+from loom.transform.legalize import needs_legalize, not_legalized
 
 if TYPE_CHECKING:
     from loom.codegen.llvm.module import ModuleCodegen
@@ -143,6 +146,8 @@ class FunctionCodegen:
         return self.mcg.string(e.value)
 
     def _arith(self, e, int_op: str, float_op: str) -> ir.Value:
+        if needs_legalize(e):
+            raise not_legalized(e, "LLVM")
         a, b = self.expr(e.a), self.expr(e.b)
         op = float_op if e.dtype.is_float else int_op
         return getattr(self.builder, op)(a, b)
@@ -165,99 +170,28 @@ class FunctionCodegen:
     def e_BitXor(self, e):
         return self._arith(e, "xor", "xor")
 
-    def e_ShiftLeft(self, e):
+    def e_ShiftLeft(self, e):  # legalize: the amount is in 0..bits-1
         return self._arith(e, "shl", "shl")
 
     def e_ShiftRight(self, e):
         return self._arith(e, "lshr" if e.dtype.is_uint else "ashr", "ashr")
 
-    def _divisor(self, e, b: ir.Value) -> tuple[ir.Value, ir.Value | None]:
-        """A divisor that cannot trap, and (signed) the lanes where it is -1: division by zero
-        is an error; INT_MIN / -1 wraps like the IR semantics say instead of trapping."""
-        const = _const_int(e.b)
-        if const is not None and const not in (0, -1):
-            return b, None
-        zero = ir.Constant(b.type, None)
-        self.error_if(
-            self.any_lane(self.builder.icmp_signed("==", b, zero)),
-            f"integer division by zero in {self.name}",
-        )
-        if e.dtype.is_uint:
-            return b, None
-        minus_one = self.builder.icmp_signed("==", b, ir.Constant(b.type, _all(b.type, -1)))
-        safe = self.builder.select(minus_one, ir.Constant(b.type, _all(b.type, 1)), b)
-        return safe, minus_one
-
-    def _int_divmod(self, e) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(a, b, q, r) of truncating division, computed without traps."""
-        a, b = self.expr(e.a), self.expr(e.b)
-        safe, minus_one = self._divisor(e, b)
-        if e.dtype.is_uint:
-            return a, b, self.builder.udiv(a, safe), self.builder.urem(a, safe)
-        q, r = self.builder.sdiv(a, safe), self.builder.srem(a, safe)
-        if minus_one is not None:
-            q = self.builder.select(minus_one, self.builder.neg(a), q)
-            r = self.builder.select(minus_one, ir.Constant(a.type, None), r)
-        return a, b, q, r
-
-    def e_Div(self, e):
-        if e.dtype.is_float:
-            return self.builder.fdiv(self.expr(e.a), self.expr(e.b))
-        return self._int_divmod(e)[2]
+    def e_Div(self, e):  # legalize: an integer divisor is neither 0 nor -1 with INT_MIN
+        return self._arith(e, "udiv" if e.dtype.is_uint else "sdiv", "fdiv")
 
     def e_Mod(self, e):
-        if e.dtype.is_float:
-            return self.builder.frem(self.expr(e.a), self.expr(e.b))
-        return self._int_divmod(e)[3]
-
-    def _floor_adjust(self, e) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
-        """For signed floor division: q, r of truncation and whether to adjust (r != 0 and the
-        signs of r and b differ)."""
-        a, b, q, r = self._int_divmod(e)
-        zero = ir.Constant(r.type, None)
-        nonzero = self.builder.icmp_signed("!=", r, zero)
-        sign_differs = self.builder.icmp_signed("<", self.builder.xor(r, b), zero)
-        return b, q, r, self.builder.and_(nonzero, sign_differs)
-
-    def _float_floordiv(self, a: ir.Value, b: ir.Value, dt: DataType) -> tuple[ir.Value, DataType]:
-        """floor(a / b) in double precision, as the IR semantics compute it (a float32
-        quotient could round up to the next integer), with the double type."""
-        wide_dt = DataType("float", 64, dt.lanes)
-        wide = value_type(wide_dt)
-        q = self.builder.fdiv(self.convert(a, dt, wide_dt), self.convert(b, dt, wide_dt))
-        return self.intrinsic("llvm.floor", wide, [q], [wide]), wide_dt
+        return self._arith(e, "urem" if e.dtype.is_uint else "srem", "frem")
 
     def e_FloorDiv(self, e):
-        if e.dtype.is_float:
-            a, b = self.expr(e.a), self.expr(e.b)
-            q, wide_dt = self._float_floordiv(a, b, e.dtype)
-            return self.convert(q, wide_dt, e.dtype)
-        if e.dtype.is_uint:
-            return self._int_divmod(e)[2]
-        b, q, r, adjust = self._floor_adjust(e)
-        return self.builder.sub(q, self.builder.zext(adjust, q.type))
+        raise not_legalized(e, "LLVM")
 
-    def e_FloorMod(self, e):
-        if e.dtype.is_float:
-            a, b = self.expr(e.a), self.expr(e.b)
-            q, wide_dt = self._float_floordiv(a, b, e.dtype)
-            wa, wb = self.convert(a, e.dtype, wide_dt), self.convert(b, e.dtype, wide_dt)
-            r = self.builder.fsub(wa, self.builder.fmul(q, wb))
-            return self.convert(r, wide_dt, e.dtype)
-        if e.dtype.is_uint:
-            return self._int_divmod(e)[3]
-        b, q, r, adjust = self._floor_adjust(e)
-        return self.builder.add(r, self.builder.select(adjust, b, ir.Constant(b.type, None)))
+    e_FloorMod = e_FloorDiv
 
     def _minmax(self, e, smaller: bool) -> ir.Value:
+        if needs_legalize(e):  # floats: legalize made a select with the IR's NaN rule
+            raise not_legalized(e, "LLVM")
         a, b = self.expr(e.a), self.expr(e.b)
-        dt = e.dtype
-        if dt.is_float:
-            # b if (b < a or b is NaN) else a, as the IR semantics say: a NaN `a` stays
-            beats = self.builder.fcmp_ordered("<" if smaller else ">", b, a)
-            b_nan = self.builder.fcmp_unordered("uno", b, b)
-            return self.builder.select(self.builder.or_(beats, b_nan), b, a)
-        cmp = self.builder.icmp_unsigned if dt.is_uint else self.builder.icmp_signed
+        cmp = self.builder.icmp_unsigned if e.dtype.is_uint else self.builder.icmp_signed
         return self.builder.select(cmp("<" if smaller else ">", b, a), b, a)
 
     def e_Min(self, e):
@@ -460,6 +394,8 @@ class FunctionCodegen:
         method = getattr(self, "call_" + e.op, None)
         if method is not None:
             return method(e)
+        if needs_legalize(e):
+            raise not_legalized(e, "LLVM")
         if e.op in _FLOAT_INTRINSICS:
             args = [self.expr(a) for a in e.args]
             return self.intrinsic(_FLOAT_INTRINSICS[e.op], args[0].type, args, [args[0].type])
@@ -487,11 +423,11 @@ class FunctionCodegen:
             out = self.builder.insert_element(out, self.builder.call(fn, lane_args), k)
         return out
 
-    def call_sigmoid(self, e: E.Call) -> ir.Value:
-        x = self.expr(e.args[0])
-        one = ir.Constant(x.type, _all(x.type, 1.0))
-        exp = self.intrinsic("llvm.exp", x.type, [self.builder.fneg(x)], [x.type])
-        return self.builder.fdiv(one, self.builder.fadd(one, exp))
+    def call_require(self, e: E.Call) -> ir.Value:
+        """The value, once the condition holds in every lane (else fail with the message)."""
+        cond, value, message = e.args
+        self.error_if(self.any_lane(self.builder.not_(self.expr(cond))), message.value)
+        return self.expr(value)
 
     def call_likely(self, e: E.Call) -> ir.Value:
         cond = self.expr(e.args[0])
@@ -526,6 +462,12 @@ class FunctionCodegen:
         load = e.args[0]
         ptr, _ = self.address(load.buffer, self._flat_index(load))
         return ptr
+
+    def call_function_address(self, e: E.Call) -> ir.Value:
+        return self.mcg.function_address(e.args[0].value)
+
+    def call_reinterpret(self, e: E.Call) -> ir.Value:
+        return self.builder.bitcast(self.expr(e.args[0]), value_type(e.dtype))
 
     def call_isnullptr(self, e: E.Call) -> ir.Value:
         return self.builder.icmp_unsigned("==", self.expr(e.args[0]), ir.Constant(PTR, None))
@@ -586,8 +528,11 @@ class FunctionCodegen:
 
     def s_For(self, s: S.For) -> None:
         if s.kind == S.ForKind.PARALLEL:
-            self.mcg.parallel_for(self, s)
-            return
+            raise LoomError(
+                f"function {self.name}: parallel loop {s.loop_var.name} reached the LLVM code "
+                "generator; the lower_parallel pass must run first (it is in "
+                "loom.transform.pipeline.BUILD, which loom.build runs)"
+            )
         lo = self.expr(s.min)
         self.serial_loop(s.loop_var, lo, self.builder.add(lo, self.expr(s.extent)), s.body)
 
@@ -612,15 +557,3 @@ class FunctionCodegen:
 
     def s_Allocate(self, s: S.Allocate) -> None:
         self.mcg.allocate(self, s)
-
-
-def _const_int(e: PrimExpr) -> int | None:
-    """The value of an integer constant (or a broadcast of one), else None."""
-    if isinstance(e, E.Broadcast):
-        e = e.value
-    return e.value if isinstance(e, E.IntImm) else None
-
-
-def _all(t: ir.Type, value):
-    """A constant's payload: `value` for a scalar type, repeated for a vector type."""
-    return [value] * t.count if isinstance(t, ir.VectorType) else value

@@ -1,20 +1,22 @@
-"""Loop IR modules to LLVM modules: entry points, parallel loops, allocations, declarations.
+"""Loop IR modules to LLVM modules: entry points, parallel tasks, allocations, declarations.
 
 Every PrimFunc `f` becomes two functions:
 - `f.impl`, internal, taking each buffer as a `noalias` pointer aligned as its signature says
   and each scalar by value;
-- `f`, the entry point `int32_t f(void *const *args)` of DESIGN.md decision 4, which reads one
-  pointer per argument (a buffer's data, or a pointer to a scalar) and calls `f.impl`.
-A parallel loop's body is outlined into a task function run by the runtime's thread pool.
+- `f`, the entry point `int32_t f(void *const *args)` (docs/architecture.md, decision 4), which
+  reads one pointer per argument (a buffer's data, or a pointer to a scalar) and calls `f.impl`.
+A parallel task (made by the lower_parallel pass from a parallel loop) becomes one internal
+function `int32_t task(int32_t task_id, int32_t num_tasks, void *closure)`, and no entry point.
 """
 
 from __future__ import annotations
 
-import itertools
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from loom.codegen.common import captured_vars, check_stack, stack_buffer_bytes
+from loom.abi import FunctionSignature
+from loom.codegen.common import check_stack, stack_buffer_bytes
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
@@ -22,8 +24,10 @@ from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.runtime.signature import FunctionSignature
-from loom.target import Target
+from loom.transform.lower_parallel import describe_task, is_task
+
+if TYPE_CHECKING:  # the target package registers the kinds, which import this
+    from loom.target.target import Target
 
 
 class ModuleCodegen:
@@ -34,7 +38,7 @@ class ModuleCodegen:
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.strings: dict[str, ir.GlobalVariable] = {}
-        self.counter = itertools.count()
+        self.tasks: dict[str, ir.Function] = {}  # parallel tasks, declared before any body
         self.expect = self.declare("llvm.expect.i1", I1, [I1, I1])
 
     # -- declarations --------------------------------------------------------------------------
@@ -91,8 +95,35 @@ class ModuleCodegen:
         self._check_stack(cg, func.name)
         self._entry(func, impl)
 
+    def declare_task(self, func: PrimFunc) -> None:
+        """The internal function of a parallel task, `int32_t task(int32_t task_id, int32_t
+        num_tasks, void *closure)`, so that any function may take its address."""
+        types = [str(p.dtype) if isinstance(p, Var) else None for p in func.params]
+        if types != ["int32", "int32", "handle"]:
+            raise LoomError(
+                f"parallel task {func.name} must take (int32 task_id, int32 num_tasks, handle "
+                f"closure), got {types}"
+            )
+        task = ir.Function(self.module, ir.FunctionType(I32, [I32, I32, PTR]), func.name)
+        task.linkage = "internal"
+        self.tasks[func.name] = task
+
+    def add_task(self, func: PrimFunc) -> None:
+        task = self.tasks[func.name]
+        cg = FunctionCodegen(self, task, func.name)
+        for arg, param in zip(task.args, func.params):
+            cg.bind(param, arg)
+        cg.stmt(func.body)
+        cg.finish()
+        self._check_stack(cg, describe_task(func))
+
+    def function_address(self, name: str) -> ir.Function:
+        """A parallel task of the module, or the entry point of another function."""
+        task = self.tasks.get(name)
+        return task if task is not None else self.declare(name, I32, [PTR])
+
     def _entry(self, func: PrimFunc, impl: ir.Function) -> None:
-        entry = ir.Function(self.module, ir.FunctionType(I32, [PTR]), func.name)
+        entry = self.declare(func.name, I32, [PTR])  # declared already if its address is taken
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         args = []
         for k, param in enumerate(func.params):
@@ -120,59 +151,16 @@ class ModuleCodegen:
         cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
         cg.stmt(s.body)
 
-    # -- parallel loops ------------------------------------------------------------------------
-    def parallel_for(self, cg: FunctionCodegen, loop: S.For) -> None:
-        """Outline the loop body into `task(task_id, num_tasks, closure)`, each task running a
-        contiguous chunk of the iterations, and launch it on the runtime's thread pool."""
-        b = cg.builder
-        captured = captured_vars(loop.body, loop.loop_var)
-        begin, extent = cg.expr(loop.min), cg.expr(loop.extent)
-        fields = [begin, extent, *(cg.values[v] for v in captured)]
-        closure_type = ir.LiteralStructType([f.type for f in fields])
-        closure = cg.alloca(closure_type, 8)
-        for k, value in enumerate(fields):
-            b.store(
-                value,
-                b.gep(
-                    closure, [ir.Constant(I32, 0), ir.Constant(I32, k)], source_etype=closure_type
-                ),
-            )
-        task = ir.Function(
-            self.module,
-            ir.FunctionType(I32, [I32, I32, PTR]),
-            f"{cg.name}.parallel.{next(self.counter)}",
-        )
-        task.linkage = "internal"
-        sub = FunctionCodegen(self, task, cg.name)
-        tb = sub.builder
-        task_id, num_tasks, env = task.args
-        loaded = [
-            tb.load(
-                tb.gep(env, [ir.Constant(I32, 0), ir.Constant(I32, k)], source_etype=closure_type),
-                typ=f.type,
-            )
-            for k, f in enumerate(fields)
-        ]
-        for var, value in zip(captured, loaded[2:]):
-            sub.bind(var, value)
-        lo, n = loaded[0], loaded[1]
-        it = n.type
-        tasks = tb.sext(num_tasks, it) if it.width > 32 else num_tasks
-        tid = tb.sext(task_id, it) if it.width > 32 else task_id
-        chunk = tb.sdiv(tb.add(n, tb.sub(tasks, ir.Constant(it, 1))), tasks)
-        start = tb.mul(tid, chunk)
-        stop = tb.add(start, chunk)
-        stop = tb.select(tb.icmp_signed("<", stop, n), stop, n)
-        sub.serial_loop(loop.loop_var, tb.add(lo, start), tb.add(lo, stop), loop.body)
-        sub.finish()
-        self._check_stack(sub, cg.name)
-        status = b.call(self.runtime("loom_parallel_launch"), [task, closure, ir.Constant(I32, 0)])
-        cg.error_if(b.icmp_signed("!=", status, ir.Constant(I32, 0)), None)
-
 
 def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> ir.Module:
     """The LLVM module of every function of `mod`."""
     mcg = ModuleCodegen(target)
     for func in mod:
-        mcg.add_function(func, signatures[func.name])
+        if is_task(func):
+            mcg.declare_task(func)
+    for func in mod:
+        if is_task(func):
+            mcg.add_task(func)
+        else:
+            mcg.add_function(func, signatures[func.name])
     return mcg.module

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from loom.abi.dtype import DataType
 from loom.errors import LoomError
-from loom.ir.dtype import DataType
 
 PTR = ir.PointerType()
 I1 = ir.IntType(1)

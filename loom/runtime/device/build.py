@@ -19,6 +19,7 @@ import pathlib
 import tempfile
 from collections.abc import Sequence
 
+from loom import abi
 from loom.errors import LoomError
 from loom.runtime.native_lib import NATIVE_DIR, cache_dir, find_tool, run
 
@@ -36,13 +37,17 @@ class Isa:
     isa_flags: tuple[str, ...]
     machine: int
     emulator: str
+    emulated_versions: tuple[int, ...] = ()
+    """ISA versions (the low bits of the ELF header's e_flags) the emulator runs; () for all."""
 
 
 ISAS: dict[str, Isa] = {
     # v66: what Debian's qemu-hexagon 7.2 runs (it models a v67 core). -G0: no small-data
     # (GP-relative) section, which neither a static freestanding program nor a shared object
     # sets up.
-    "hexagon": Isa("hexagon", "hexagon-unknown-linux-musl", ("-mv66", "-G0"), 164, "qemu-hexagon"),
+    "hexagon": Isa(
+        "hexagon", "hexagon-unknown-linux-musl", ("-mv66", "-G0"), 164, "qemu-hexagon", (0x66, 0x67)
+    ),
     "aarch64": Isa("aarch64", "aarch64-linux-gnu", (), 183, "qemu-aarch64"),
 }
 
@@ -181,3 +186,37 @@ def build_device_library(
             f"were compiled for another ISA"
         )
     return output
+
+
+def link_shared_object(object_code: bytes, isa: str) -> bytes:
+    """Link one object into a device shared object (ld.lld -shared, no libraries)."""
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        obj = pathlib.Path(tmp) / "module.o"
+        obj.write_bytes(object_code)
+        out = pathlib.Path(tmp) / "module.so"
+        build_device_library([obj], out, isa)
+        return out.read_bytes()
+
+
+def elf_flags(data: bytes) -> int:
+    """The e_flags word of an ELF file's header (for Hexagon: the ISA version, 0x66 = v66)."""
+    if data[:4] != b"\x7fELF" or len(data) < 52:
+        raise LoomError("not an ELF file")
+    offset = 36 if data[4] == 1 else 48  # ELFCLASS32 or ELFCLASS64
+    return int.from_bytes(data[offset : offset + 4], "little")
+
+
+DEVICE_RUNTIME = abi.register_library(
+    abi.RuntimeLibrary(
+        "loom_device_runtime",
+        ("hexagon",),
+        symbols=(
+            *abi.RUNTIME_SYMBOLS,
+            abi.parse_declaration("handle memcpy(handle dst, handle src, uint32 n)"),
+            abi.parse_declaration("handle memmove(handle dst, handle src, uint32 n)"),
+            abi.parse_declaration("handle memset(handle dst, int32 value, uint32 n)"),
+        ),
+        doc="loom's freestanding device runtime (loom/runtime/native/device): modules loaded into "
+        "a device session resolve their imports against it",
+    )
+)

@@ -126,7 +126,7 @@ int loom_cmd_lookup(const uint8_t *in, uint64_t size, loom_reply *r) {
     return LOOM_STATUS_OK;
 }
 
-/* args[] for an entry point: each argument a device address (DESIGN.md decision 4). */
+/* args[] for an entry point: each argument a device address (docs/architecture.md, decision 4). */
 static void *args[MAX_ARGS];
 
 /* Check `function` and the `n` u64 arguments at `in`, and fill args[]; 0 or an error. */

@@ -1,5 +1,5 @@
 /* The last error: a message a failing runtime function or generated kernel leaves for its
- * caller (DESIGN.md decision 4). One buffer: the device runs one task at a time. */
+ * caller (docs/architecture.md, decision 4). One buffer: the device runs one task at a time. */
 #include "device.h"
 
 #define LOOM_ERROR_BYTES 1024

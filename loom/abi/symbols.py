@@ -1,5 +1,5 @@
-"""Declared runtime ABIs (DESIGN.md decision 3): the runtime libraries and the C symbols each
-provides.
+"""Declared runtime ABIs (docs/architecture.md, decision 3): the runtime libraries and the C
+symbols each provides.
 
 Every `call_extern` must name a symbol a library declares for the device the code runs on,
 with the declared argument types; every undefined symbol of a compiled object must be provided
@@ -15,6 +15,10 @@ import fnmatch
 from collections.abc import Callable
 
 from loom.errors import LoomError
+from loom.registry import Registry
+
+MODULE_PROVIDER = "module:"
+"""Prefix of the provider of a symbol defined by another module of the same library."""
 
 # The C type of each dtype at the ABI boundary, as C code generators spell it too.
 C_TYPES = {
@@ -99,34 +103,26 @@ class RuntimeLibrary:
         )
 
 
-_LIBRARIES: dict[str, RuntimeLibrary] = {}
+def _check(lib) -> None:
+    if not isinstance(lib, RuntimeLibrary):
+        raise TypeError(f"register_library takes a RuntimeLibrary, got {lib!r}")
 
 
-def register_library(lib: RuntimeLibrary, replace: bool = False) -> RuntimeLibrary:
-    if lib.name in _LIBRARIES and not replace and _LIBRARIES[lib.name] != lib:
-        raise LoomError(f"runtime library {lib.name!r} is already registered; pass replace=True")
-    _LIBRARIES[lib.name] = lib
-    return lib
-
-
-def unregister_library(name: str) -> None:
-    _LIBRARIES.pop(name, None)
-
-
-def get_library(name: str) -> RuntimeLibrary:
-    try:
-        return _LIBRARIES[name]
-    except KeyError:
-        raise LoomError(f"no runtime library {name!r}; registered: {sorted(_LIBRARIES)}") from None
-
-
-def list_libraries() -> list[RuntimeLibrary]:
-    return [_LIBRARIES[n] for n in sorted(_LIBRARIES)]
+LIBRARIES: Registry[RuntimeLibrary] = Registry(
+    "runtime library",
+    check=_check,
+    # the host and device runtimes, the NPU simulator: all runtime-layer modules
+    builtins=("loom.runtime", "loom.backend.npu.simulator"),
+)
+register_library = LIBRARIES.register
+unregister_library = LIBRARIES.unregister
+get_library = LIBRARIES.get
+list_libraries = LIBRARIES.items
 
 
 def provider(name: str, device: str) -> RuntimeLibrary | None:
     """The first registered library for `device` providing `name`."""
-    for lib in _LIBRARIES.values():
+    for lib in LIBRARIES.in_order():
         if device in lib.devices and lib.provides(name):
             return lib
     return None
@@ -135,7 +131,7 @@ def provider(name: str, device: str) -> RuntimeLibrary | None:
 def read_only_params(name: str) -> set[int]:
     """Indices of the parameters of extern symbol `name` that every declaration of it marks
     read-only (none if it is not declared)."""
-    decls = [s for lib in _LIBRARIES.values() if (s := lib.symbol(name)) is not None]
+    decls = [s for lib in LIBRARIES.in_order() if (s := lib.symbol(name)) is not None]
     if not decls:
         return set()
     return set.intersection(
@@ -147,7 +143,7 @@ def similar_symbols(name: str, device: str | None = None) -> list[str]:
     """'symbol (library)' for declared names close to `name`."""
     pairs = {
         s.name: lib.name
-        for lib in _LIBRARIES.values()
+        for lib in LIBRARIES.in_order()
         for s in lib.symbols
         if device is None or device in lib.devices
     }
@@ -156,18 +152,18 @@ def similar_symbols(name: str, device: str | None = None) -> list[str]:
 
 def lookup(name: str, device: str, caller: str) -> tuple[RuntimeLibrary, ExternSymbol]:
     """The declaration of extern symbol `name` called by function `caller` on `device`."""
-    for lib in _LIBRARIES.values():
+    for lib in LIBRARIES.in_order():
         sym = lib.symbol(name)
         if sym is not None and device in lib.devices:
             return lib, sym
-    elsewhere = [lib.name for lib in _LIBRARIES.values() if lib.symbol(name) is not None]
+    elsewhere = [lib.name for lib in LIBRARIES.in_order() if lib.symbol(name) is not None]
     where = f"; it is declared only for other devices, by {elsewhere}" if elsewhere else ""
     near = similar_symbols(name, device)
     hint = f"; similar declared symbols: {', '.join(near)}" if near else ""
     raise LoomError(
         f"function {caller} calls extern symbol {name!r}, which no runtime library "
         f"declares for device {device!r}{where}{hint}. Declare it with "
-        "loom.runtime.abi.register_library"
+        "loom.abi.register_library"
     )
 
 
@@ -183,18 +179,6 @@ def parse_declaration(decl: str, sets_last_error: bool = False, doc: str = "") -
             reads_only.append(words[1])
         params.append((words[1], words[0]))
     return ExternSymbol(name, ret, tuple(params), sets_last_error, doc, tuple(reads_only))
-
-
-def _load_host_runtime() -> object:
-    from loom.runtime import host_runtime
-
-    return host_runtime.library()
-
-
-def _host_runtime_flags() -> list[str]:
-    from loom.runtime.linker import host_link_flags
-
-    return host_link_flags()
 
 
 RUNTIME_SYMBOLS = (
@@ -220,32 +204,6 @@ RUNTIME_SYMBOLS = (
     parse_declaration("int32 loom_vtcm_free(handle ptr)", True),
 )
 """What loom's runtimes provide to generated code, on the host and on devices alike."""
-
-HOST_RUNTIME = register_library(
-    RuntimeLibrary(
-        "loom_host_runtime",
-        ("cpu",),
-        symbols=(*RUNTIME_SYMBOLS, parse_declaration("int32 loom_set_num_threads(int32 n)")),
-        doc="loom's host runtime (loom/runtime/native/host): errors, workspace, threads, VTCM",
-        link_flags=_host_runtime_flags,
-        load=_load_host_runtime,
-    )
-)
-
-DEVICE_RUNTIME = register_library(
-    RuntimeLibrary(
-        "loom_device_runtime",
-        ("hexagon",),
-        symbols=(
-            *RUNTIME_SYMBOLS,
-            parse_declaration("handle memcpy(handle dst, handle src, uint32 n)"),
-            parse_declaration("handle memmove(handle dst, handle src, uint32 n)"),
-            parse_declaration("handle memset(handle dst, int32 value, uint32 n)"),
-        ),
-        doc="loom's freestanding device runtime (loom/runtime/native/device): modules loaded into "
-        "a device session resolve their imports against it",
-    )
-)
 
 _MATH1 = (
     "exp",

@@ -1,12 +1,14 @@
 """The reference NPU's simulator (docs/npu.md): its C library, its runtime ABI, and Python
 callers to drive it by hand.
 
-The library (loom/runtime/native/npu) provides the NPU's instructions (`npu_mvin`, `npu_compute`,
+The library (loom/backend/npu/native) provides the NPU's instructions (`npu_mvin`, `npu_compute`,
 ...) to code generated for the NPU, and simulator controls (`npu_reset`, `npu_read_counters`,
 ...) to tests. Importing this module declares the instructions as the runtime library
-"npu_simulator". Each Python caller checks what C cannot (that an int fits its C type, that the
-DRAM rows an instruction touches lie inside the numpy array given), then raises `LoomError` with
-the simulator's own message when the instruction fails; a failed instruction changes nothing.
+"npu_simulator". The architecture constants (DIM, SPAD_ROWS, ...) are read from the
+simulator's header, npu_sim.h: one source for C and Python. Each Python caller checks what C
+cannot (that an int fits its C type, that the DRAM rows an instruction touches lie inside the
+numpy array given), then raises `LoomError` with the simulator's own message when the
+instruction fails; a failed instruction changes nothing.
 
     npu_sim.reset()
     npu_sim.config_ld(16)
@@ -21,47 +23,52 @@ import ctypes
 import functools
 import operator
 import pathlib
+import re
 from collections.abc import Mapping
 
 import numpy as np
 
+from loom import abi
 from loom.errors import LoomError
-from loom.runtime import abi, host_runtime
-from loom.runtime.native_lib import NATIVE_DIR, build_library
+from loom.runtime import host_runtime
+from loom.runtime.native_lib import build_library
 
 try:
     from numpy.lib.array_utils import byte_bounds
 except ImportError:  # numpy < 2
     from numpy import byte_bounds  # type: ignore[attr-defined,no-redef]
 
-_DIR = NATIVE_DIR / "npu"
+_DIR = pathlib.Path(__file__).parent / "native"
 _SOURCE = _DIR / "npu_sim.c"
 _HEADER = _DIR / "npu_sim.h"
 
-# Mirrors of npu_sim.h (a test checks that they agree).
-DIM = 16
-SPAD_ROWS = 16384
-ACC_ROWS = 1024
-ACC_BASE = 0x8000_0000
-BANDWIDTH = 16
-LOAD_LATENCY = 8
-STORE_LATENCY = 8
 
-COUNTERS = (
-    "cycles",
-    "bytes_in",
-    "bytes_out",
-    "macs",
-    "mvin",
-    "mvout",
-    "preload",
-    "compute",
-    "config",
-    "fence",
-)
+def _header_constants() -> dict[str, int]:
+    """The integer `#define NPU_<NAME> <value>` lines of npu_sim.h, as {"<NAME>": value}."""
+    found = re.findall(r"^#define NPU_(\w+) (0x[0-9a-fA-F]+|\d+)u?\b", _HEADER.read_text(), re.M)
+    return {name: int(value, 0) for name, value in found}
+
+
+_ARCH = _header_constants()
+DIM = _ARCH["DIM"]
+SPAD_ROWS = _ARCH["SPAD_ROWS"]
+ACC_ROWS = _ARCH["ACC_ROWS"]
+ACC_BASE = _ARCH["ACC_BASE"]
+BANDWIDTH = _ARCH["BANDWIDTH"]
+LOAD_LATENCY = _ARCH["LOAD_LATENCY"]
+STORE_LATENCY = _ARCH["STORE_LATENCY"]
+
+
+def _names(prefix: str) -> tuple[str, ...]:
+    """The lowercase names of the header's `NPU_<prefix>_<NAME> <index>` constants, by index."""
+    pairs = [(v, k[len(prefix) :].lower()) for k, v in _ARCH.items() if k.startswith(prefix)]
+    return tuple(name for _, name in sorted(pairs))
+
+
+COUNTERS = _names("COUNTER_")
 """The names of npu_read_counters' values, in its order (NPU_COUNTER_*)."""
 
-CONFIG = ("stride_ld", "stride_st", "multiplier", "shift", "relu", "dataflow")
+CONFIG = _names("CONFIG_")
 """The names of npu_read_config's values, in its order (NPU_CONFIG_*)."""
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -152,7 +159,7 @@ LIBRARY = abi.RuntimeLibrary(
         _instruction("npu_release", "", "let the next thread own the NPU"),
     ),
     doc="the reference NPU's instructions (docs/npu.md), provided by its simulator "
-    "(loom/runtime/native/npu) or a vendor's library with the same symbols",
+    "(loom/backend/npu/native) or a vendor's library with the same symbols",
     link_flags=_link_flags,
     load=library,
 )

@@ -12,9 +12,9 @@ import ctypes
 import functools
 import pathlib
 
-from loom import memory
+from loom import abi, memory
 from loom.errors import LoomError
-from loom.runtime import abi, host_runtime
+from loom.runtime import host_runtime
 from loom.runtime.native_lib import NATIVE_DIR, build_library
 
 DEVICE = "scratchpad_emu"

@@ -11,14 +11,18 @@ use `vectorize=False`: v66 has no HVX floating point.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from loom import te
+from loom.abi.dtype import dtype as to_dtype
 from loom.errors import LoomError
-from loom.ir.dtype import dtype as to_dtype
 from loom.ir.expr import PrimExpr
+from loom.ops.nn import conv2d_nchw as conv
 from loom.ops.nn import elementwise as elementwise_compute
-from loom.target import Target
 from loom.te.schedule import Schedule
+
+if TYPE_CHECKING:  # the target package registers the kinds, which import this
+    from loom.target.target import Target
 
 
 def lanes(dtype: str, target: Target) -> int:
@@ -120,7 +124,6 @@ def conv2d_nchw(
     """A stride-1 conv2d over NCHW data, OIHW kernel, accumulated in `acc_dtype`: each output
     row is computed one vector of columns at a time. The padded input is computed once, so the
     inner loop reads it with plain vector loads (no lane is out of bounds)."""
-    from loom.ops.nn import conv2d_nchw as conv
 
     data = te.placeholder(shape, dtype, name="data")
     weights = te.placeholder(kernel, dtype, name="kernel")

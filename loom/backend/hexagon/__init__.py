@@ -1,0 +1,117 @@
+"""Hexagon DSPs (HVX vectors, VTCM) as a target kind: `target="hexagon -mcpu=v66 -hvx=128"`.
+
+This package owns what loom knows about Hexagon on the compiler side: the target's options and
+LLVM description, the VTCM memories, the runtime libraries Hexagon code may call, HVX schedules
+(`strategies`), and code generation (LLVM's Hexagon back end, linked into a shared object that
+a device session loads). The device runtime itself (its C sources with their Hexagon port, its
+build, and the declaration of the symbols it exports) belongs to the runtime layer:
+loom/runtime/device and loom/runtime/native/device.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loom import abi, memory
+from loom.backend.base import Backend, register
+from loom.backend.hexagon import strategies
+from loom.codegen.llvm import build_device
+from loom.errors import LoomError
+from loom.runtime.device import DEVICE_RUNTIME
+
+if TYPE_CHECKING:  # loom.target imports this package (it registers the kind)
+    from loom.target.target import Target
+
+TRIPLE = "hexagon-unknown-linux-musl"
+VERSIONS = ("v66", "v67", "v68", "v69", "v73")
+SIMULATED = ("v66", "v67")  # what Debian's qemu-hexagon (QEMU 7.2) runs
+DEFAULT_VTCM_BYTES = 256 * 1024
+VTCM_SCOPES = ("local.vtcm", "global.vtcm")
+
+VTCM = [
+    memory.MemoryScope(
+        name,
+        memory.RuntimeAllocator("HexagonBackendAllocateVTCM", "HexagonBackendFreeVTCM"),
+        alignment=128,
+        address_space="vtcm",
+        accessible_from=("cpu", "hexagon"),
+        doc="Hexagon's tightly coupled vector memory, from the runtime's VTCM allocator "
+        "(the device runtime on Hexagon; an emulated arena in the host runtime)",
+    )
+    for name in VTCM_SCOPES
+]
+
+
+def version(target: Target) -> str:
+    """ "v66", "v73", ... of a Hexagon target."""
+    return target.cpu.removeprefix("hexagon")
+
+
+def vtcm_size(target: Target) -> int:
+    """Bytes of VTCM the device has."""
+    return int(target.option("vtcm", str(DEFAULT_VTCM_BYTES)))
+
+
+def runs_in_simulator(target: Target) -> bool:
+    """True for code the emulator here can run (v66/v67 under qemu-hexagon)."""
+    return version(target) in SIMULATED
+
+
+class HexagonBackend(Backend):
+    name = "hexagon"
+    doc = "Hexagon DSP with HVX and VTCM (v66/v67 run under qemu-hexagon here)"
+    device = "hexagon"
+    vector_ir = True
+    partitions = False
+    replaceable = False
+    options = ("mcpu", "hvx", "vtcm")
+    # LLVM's Hexagon lowering of a masked load reads whole aligned HVX vectors, which can fault
+    # (or mix lanes) at a buffer's edge
+    masked_loads_are_safe = False
+
+    def describe_target(self, options, host):
+        ver = options.pop("mcpu", "v66").removeprefix("hexagon")
+        if ver not in VERSIONS:
+            raise LoomError(f"unknown Hexagon version {ver!r}; known: {list(VERSIONS)}")
+        hvx = options.pop("hvx", "128")
+        if hvx not in ("0", "64", "128"):
+            raise LoomError(f"-hvx must be 128, 64 or 0 (no HVX), got {hvx!r}")
+        options["hvx"] = hvx
+        vtcm = options.get("vtcm", str(DEFAULT_VTCM_BYTES))
+        if not vtcm.isdigit() or int(vtcm) <= 0:
+            raise LoomError(f"-vtcm must be a positive number of bytes, got {vtcm!r}")
+        features = "" if hvx == "0" else f"+hvx{ver},+hvx-length{hvx}b"
+        return TRIPLE, f"hexagon{ver}", features
+
+    def target_text(self, target):
+        return f"hexagon -mcpu={version(target)}"
+
+    def vector_bytes(self, target):
+        hvx = int(target.option("hvx", "0"))
+        return hvx if hvx else 8
+
+    def memory_capacity(self, target, scope):
+        return vtcm_size(target) if scope in VTCM_SCOPES else None
+
+    def memories(self):
+        return VTCM
+
+    def libraries(self):
+        return [DEVICE_RUNTIME, abi.COMPILER_RUNTIME]
+
+    def strategies(self):
+        return {
+            "elementwise": strategies.elementwise,
+            "column_sum": strategies.column_sum,
+            "matmul": strategies.matmul,
+            "conv2d": strategies.conv2d_nchw,
+        }
+
+    def codegen(self, mod, target):
+        return build_device(mod, target)
+
+
+BACKEND = register(HexagonBackend())
+
+
+__all__ = ["BACKEND", "DEVICE_RUNTIME", "HexagonBackend"]

@@ -1,0 +1,50 @@
+"""The reference NPU as a target kind (`NPUBackend`), registered as `BACKEND` on import: the
+scratchpad and accumulator memories, the instruction library (the simulator), the pragma rules
+`npu_mvin`/`npu_mvout`, the GEMM intrinsics, the matmul and conv2d strategies, and code
+generation."""
+
+from __future__ import annotations
+
+from loom.backend.base import Backend, register
+from loom.backend.npu import arch, codegen, kernels, ops, rules
+from loom.backend.npu import simulator as npu_sim
+from loom.backend.npu.intrinsics import GEMM, GEMM_BIAS
+from loom.ir.function import IRModule
+
+
+class NPUBackend(Backend):
+    name = "npu"
+    doc = "the reference Gemmini-style NPU (DIM x DIM int8 systolic array), simulated"
+
+    def __init__(self) -> None:
+        self.extra_passes: list = []
+
+    def memories(self):
+        return [arch.SPAD_SCOPE, arch.ACC_SCOPE]
+
+    def libraries(self):
+        return [npu_sim.LIBRARY]
+
+    def intrinsics(self):
+        return {"npu_gemm": GEMM, "npu_gemm_bias": GEMM_BIAS}
+
+    def pragma_rules(self):
+        return [rules.MVIN, rules.MVOUT]
+
+    def strategies(self):
+        return {"matmul": ops.matmul, "conv2d": ops.conv2d_nhwc}
+
+    def passes(self):
+        return [("build", kernels.no_parallel_instructions), *self.extra_passes]
+
+    def partition(self, func):
+        host, kernel = super().partition(func)
+        return IRModule((host, kernels.owned(kernel)))
+
+    def codegen(self, mod, target):
+        return codegen.generate(mod, target, self.name)
+
+
+BACKEND = register(NPUBackend())
+
+__all__ = ["BACKEND", "NPUBackend"]

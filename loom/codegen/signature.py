@@ -1,0 +1,135 @@
+"""Signatures of the functions of a lowered module: derived from each PrimFunc and the target's
+alignment, including which buffers each function writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from loom.abi import symbols as abi
+from loom.abi.signature import FunctionSignature, ParamSpec
+from loom.ir.buffer import Buffer
+from loom.ir.expr import Call, Var
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.stmt import BufferStore, LetStmt
+from loom.ir.visitor import children, post_order_visit
+from loom.transform.lower_parallel import is_task
+
+
+def written_buffers(
+    func: PrimFunc,
+    callees: Mapping[str, FunctionSignature] | None = None,
+    tasks: Mapping[str, set[Var]] | None = None,
+) -> set[Var]:
+    """Data variables of buffers the function stores to, or whose address may be written
+    through: an address given to a call at a parameter that is not read-only (an extern
+    symbol's parameter not declared `const`; a parameter another function in `callees`
+    writes; any parameter of a function not in `callees`), or an address that escapes into a
+    variable. Each occurrence of an address is judged by where it stands. A parallel task
+    whose address the function takes (lower_parallel) runs on its behalf: what the task writes
+    (`tasks`: task name -> written_buffers of the task) is written by the function, since the
+    task unpacks the function's own variables from its closure."""
+    callees = callees or {}
+    tasks = tasks or {}
+    written: set[Var] = set()
+
+    def read_only_args(call: Call) -> set[int]:
+        if call.kind == "func":
+            sig = callees.get(call.op)
+            if sig is None:
+                return set()
+            return {k for k, p in enumerate(sig.params) if p.is_buffer and not p.written}
+        return abi.read_only_params(call.op)
+
+    def escapes(value) -> None:  # every handle a let binds may be written through later
+        post_order_visit(
+            value,
+            lambda n: written.add(n) if isinstance(n, Var) and n.dtype.is_handle else None,
+        )
+
+    def walk(n, read_only: bool = False) -> None:
+        if isinstance(n, BufferStore):
+            written.add(n.buffer.data)
+        elif isinstance(n, LetStmt):
+            escapes(n.value)
+        elif isinstance(n, Call) and n.kind == "intrin" and n.op == "function_address":
+            written.update(tasks.get(n.args[0].value, ()))
+        elif isinstance(n, Call) and n.op == "address_of":
+            if not read_only:
+                written.add(n.args[0].buffer.data)
+        elif isinstance(n, Call) and n.kind != "intrin":
+            read = read_only_args(n)
+            for k, arg in enumerate(n.args):
+                if k not in read and isinstance(arg, Var) and arg.dtype.is_handle:
+                    written.add(arg)
+                walk(arg, read_only=k in read)
+            return
+        for child in children(n):  # an address computed from another (a cast, an offset)
+            walk(child, read_only)
+
+    walk(func.body)
+    return written
+
+
+def signature_of(
+    func: PrimFunc,
+    alignment: int,
+    callees: Mapping[str, FunctionSignature] | None = None,
+    tasks: Mapping[str, set[Var]] | None = None,
+) -> FunctionSignature:
+    """The signature of `func`; buffers without a declared alignment get `alignment`;
+    `callees` are the signatures of functions it calls, `tasks` what the parallel tasks it
+    launches write (see written_buffers)."""
+    written = written_buffers(func, callees, tasks)
+    params = []
+    for p in func.params:
+        if isinstance(p, Buffer):
+            params.append(
+                ParamSpec(
+                    p.name,
+                    str(p.dtype),
+                    p.const_shape(),
+                    p.alignment or alignment,
+                    p.data in written,
+                )
+            )
+        else:
+            params.append(ParamSpec(p.name, str(p.dtype)))
+    return FunctionSignature(func.name, tuple(params))
+
+
+def module_signatures(
+    mod: IRModule, alignment: int, callees: Mapping[str, FunctionSignature] | None = None
+) -> dict[str, FunctionSignature]:
+    """The signatures of every function of `mod` but the parallel tasks (no entry points),
+    each computed after those of the functions it calls (in `mod`, or given in `callees`) and
+    of the tasks it launches, so arrays passed on only to be read stay inputs."""
+    by_name = {f.name: f for f in mod}
+    done: dict[str, FunctionSignature] = dict(callees or {})
+    task_writes: dict[str, set[Var]] = {}
+
+    def compute(func: PrimFunc, visiting: set[str]) -> None:
+        visiting.add(func.name)
+        used: list[str] = []  # functions it calls, and tasks it launches
+
+        def record(n) -> None:
+            if isinstance(n, Call) and n.kind == "func":
+                used.append(n.op)
+            elif isinstance(n, Call) and n.kind == "intrin" and n.op == "function_address":
+                used.append(n.args[0].value)
+
+        post_order_visit(func.body, record)
+        for name in used:
+            if name in by_name and name not in visiting and not _known(name):
+                compute(by_name[name], visiting)  # a cycle leaves the callee conservative
+        if is_task(func):
+            task_writes[func.name] = written_buffers(func, done, task_writes)
+        else:
+            done[func.name] = signature_of(func, alignment, done, task_writes)
+
+    def _known(name: str) -> bool:
+        return name in done or name in task_writes
+
+    for func in mod:
+        if not _known(func.name):
+            compute(func, set())
+    return {f.name: done[f.name] for f in mod if not is_task(f)}

@@ -1,0 +1,171 @@
+"""export_library: a module tree as one shared library (loom.runtime.load loads it back).
+
+Export: every DSO-exportable module (host code, "llvm" or "c") contributes its object file;
+every other module is packed as a payload under its type key; the artifact record (metadata
+and payloads, see artifact.py) becomes an object of its own whose section `.loom_artifact`
+holds the raw bytes; the system linker links them into one `.so` (`cc -shared` for the host,
+`ld.lld -shared` for other ISAs), or a `.tar` keeps the objects, sources and link flags to link
+later.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import tarfile
+import tempfile
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from loom import abi
+from loom.codegen.llvm.emit import target_machine
+from loom.errors import LoomError
+from loom.runtime import artifact, module
+from loom.runtime.linker import link_objects
+from loom.runtime.load import provider_names
+from loom.runtime.module import Module, NativeModule
+from loom.runtime.native_lib import cache_dir
+from loom.target import Target
+from loom.version import __version__
+
+
+def _producer() -> str:
+    return f"loom {__version__}"
+
+
+# -- export ---------------------------------------------------------------------------------------
+def _records(root: Module) -> tuple[list[dict], list[tuple[str, bytes]]]:
+    modules = root.walk()
+    index = {id(m): k for k, m in enumerate(modules)}
+    records, payloads = [], []
+    for m in modules:
+        record = {
+            "type_key": m.type_key,
+            "dso": m.dso_exportable,
+            "functions": [sig.to_json() for sig in m.signatures.values()],
+            "imports": [index[id(c)] for c in m.imports],
+            "payload": None,
+            **m.metadata(),
+        }
+        if not m.dso_exportable:
+            record["payload"] = len(payloads)
+            payloads.append((m.type_key, m.save_payload()))
+        records.append(record)
+    return records, payloads
+
+
+def _host_shell(root: Module) -> NativeModule:
+    """A host module without functions that imports `root` (a device module): the host
+    library every export is."""
+    target = Target("llvm")
+    empty = llvm.parse_assembly(f'target triple = "{target.triple}"')
+    shell = NativeModule(
+        "llvm", {}, {}, target, object_code=target_machine(target).emit_object(empty)
+    )
+    shell.import_module(root)
+    return shell
+
+
+def _triple(natives: list[NativeModule]) -> str:
+    triples = {m.triple for m in natives}
+    if len(triples) != 1:
+        raise LoomError(
+            f"host modules of one library must share a target triple, got {sorted(triples)}"
+        )
+    return triples.pop()
+
+
+def export_library(
+    root: Module, path, *, cc: str | None = None, options: list[str] = ()
+) -> pathlib.Path:
+    """Write `root` and every module it imports as one shared library, or a `.tar`."""
+    path = pathlib.Path(path)
+    if not any(m.dso_exportable for m in root.walk()):
+        root = _host_shell(root)
+    natives = [m for m in root.walk() if m.dso_exportable]
+    for m in natives:
+        if m.object_code is None:
+            raise LoomError(f"host module {m.type_key} has no object code to export")
+    records, payloads = _records(root)
+    metadata = {
+        "format_version": artifact.FORMAT_VERSION,
+        "producer": _producer(),
+        "modules": records,
+    }
+    blob = artifact.pack(metadata, payloads)
+    triple = _triple(natives)
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        tmp_dir = pathlib.Path(tmp)
+        objects = []
+        for k, m in enumerate(natives):
+            obj = tmp_dir / f"module{k}_{m.type_key}.o"
+            obj.write_bytes(m.object_code)
+            objects.append(obj)
+        art = tmp_dir / "loom_artifact.o"
+        art.write_bytes(artifact_object(blob, triple))
+        objects.append(art)
+        flags = _provider_flags(natives) + list(options)
+        if path.suffix == ".tar":
+            _write_tar(path, natives, objects, blob, triple, flags)
+        else:
+            link_objects(objects, path, triple, cc, flags)
+    return path
+
+
+def _provider_libraries(records) -> list[abi.RuntimeLibrary]:
+    return [abi.get_library(name) for name in provider_names(records)]
+
+
+def _provider_flags(natives: list[NativeModule]) -> list[str]:
+    """Link flags of the libraries that provide the modules' undefined symbols, except those
+    loom builds and loads itself (load_module loads them first), so that the library does not
+    depend on paths of this machine."""
+    flags: list[str] = []
+    for lib in _provider_libraries(natives):
+        if lib.load is None and lib.link_flags is not None:
+            flags += [f for f in lib.link_flags() if f not in flags]
+    return flags
+
+
+def _write_tar(
+    path: pathlib.Path,
+    natives: list[NativeModule],
+    objects: list[pathlib.Path],
+    blob: bytes,
+    triple: str,
+    flags: list[str],
+) -> None:
+    with tarfile.open(path, "w") as tar:
+        for obj in objects:
+            tar.add(obj, arcname=obj.name)
+        for k, m in enumerate(natives):
+            for fmt, text in m.sources.items():
+                _add_bytes(tar, f"module{k}_{m.type_key}.{fmt}", text.encode())
+        _add_bytes(tar, "loom_artifact.bin", blob)
+        manifest = {"objects": [o.name for o in objects], "triple": triple, "link_flags": flags}
+        _add_bytes(tar, "loom_link.json", json.dumps(manifest, indent=1).encode())
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def artifact_object(blob: bytes, triple: str) -> bytes:
+    """An object file for `triple` whose section `.loom_artifact` holds `blob` as raw bytes."""
+    mod = ir.Module("loom_artifact")
+    mod.triple = triple
+    typ = ir.ArrayType(ir.IntType(8), len(blob))
+    g = ir.GlobalVariable(mod, typ, artifact.SYMBOL)
+    g.global_constant = True
+    g.initializer = ir.Constant(typ, bytearray(blob))
+    g.section = artifact.SECTION
+    g.visibility = "hidden"
+    parsed = llvm.parse_assembly(str(mod))
+    return target_machine(Target(f"llvm -mtriple={triple} -mcpu=generic")).emit_object(parsed)
+
+
+module.EXPORTER = export_library

@@ -1,0 +1,125 @@
+"""Checking the arguments of a call against a function's signature, and building the
+`void *args[]` vector the entry point takes.
+
+A wrong array is a clear TypeError or ValueError naming the argument, never a crash; a
+misaligned array is copied to an aligned one (and written back after the call).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+
+import numpy as np
+
+from loom.abi.dtype import dtype as to_dtype
+from loom.abi.signature import FunctionSignature, ParamSpec
+from loom.runtime.ndarray import array as aligned_array
+
+_CTYPES = {
+    "bool": ctypes.c_bool,
+    "int8": ctypes.c_int8,
+    "int16": ctypes.c_int16,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16,
+    "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+}
+
+
+@dataclasses.dataclass
+class PreparedCall:
+    """The argument vector of one call, and the copies to write back after it."""
+
+    argv: ctypes.Array
+    keep: list  # objects that must live during the call
+    copy_back: list[tuple[np.ndarray, np.ndarray]]
+
+    def finish(self) -> None:
+        for original, aligned in self.copy_back:
+            original[...] = aligned
+
+
+def prepare_call(sig: FunctionSignature, args: tuple) -> PreparedCall:
+    """Check every argument against the signature and build the `void *args[]` vector."""
+    if len(args) != len(sig.params):
+        raise TypeError(f"{sig.describe()} takes {len(sig.params)} arguments, got {len(args)}")
+    argv = (ctypes.c_void_p * len(args))()
+    keep: list = []
+    copy_back: list[tuple[np.ndarray, np.ndarray]] = []
+    buffers: list[tuple[ParamSpec, np.ndarray]] = []
+    for k, (spec, value) in enumerate(zip(sig.params, args)):
+        if not spec.is_buffer:
+            scalar = _scalar(sig, spec, value)
+            keep.append(scalar)
+            argv[k] = ctypes.addressof(scalar)
+            continue
+        arr = _check_array(sig, spec, value)
+        buffers.append((spec, arr))
+        if arr.ctypes.data % spec.alignment:
+            aligned = aligned_array(arr, alignment=spec.alignment)
+            if spec.written:
+                copy_back.append((arr, aligned))
+            arr = aligned
+        keep.append(arr)
+        argv[k] = arr.ctypes.data
+    _check_distinct(sig, buffers)
+    return PreparedCall(argv, keep, copy_back)
+
+
+def _check_array(sig: FunctionSignature, spec: ParamSpec, value) -> np.ndarray:
+    where = f"{sig.name}: argument {spec.name}"
+    if not isinstance(value, np.ndarray):
+        raise TypeError(
+            f"{where} must be a numpy array of {spec.dtype}{list(spec.shape)}, got "
+            f"{type(value).__name__}"
+        )
+    expected = to_dtype(spec.dtype).numpy
+    if value.dtype != expected:
+        raise TypeError(f"{where} must have dtype {spec.dtype}, got {value.dtype}")
+    if value.shape != spec.shape:
+        raise ValueError(f"{where} must have shape {spec.shape}, got {value.shape}")
+    if not value.flags.c_contiguous:
+        raise ValueError(
+            f"{where} is not C-contiguous (a strided view); pass np.ascontiguousarray(...) of it"
+        )
+    if spec.written and not value.flags.writeable:
+        raise ValueError(f"{where} is written by {sig.name} but the array is read-only")
+    return value
+
+
+def _check_distinct(sig: FunctionSignature, buffers: list[tuple[ParamSpec, np.ndarray]]) -> None:
+    for i, (si, ai) in enumerate(buffers):
+        for sj, aj in buffers[i + 1 :]:
+            if (si.written or sj.written) and np.may_share_memory(ai, aj):
+                raise ValueError(
+                    f"{sig.name}: arguments {si.name} and {sj.name} share memory, "
+                    "but one is written; loom kernels assume distinct buffers"
+                )
+
+
+def _scalar(sig: FunctionSignature, spec: ParamSpec, value):
+    where = f"{sig.name}: argument {spec.name}"
+    dt = to_dtype(spec.dtype)
+    ctype = _CTYPES.get(spec.dtype)
+    if ctype is None:
+        raise TypeError(f"{where}: scalar arguments of dtype {spec.dtype} are not supported")
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dt.is_float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{where} must be a number ({spec.dtype}), got {value!r}")
+        return ctype(float(value))
+    if dt.is_bool:
+        if value not in (0, 1, True, False):
+            raise TypeError(f"{where} must be a bool, got {value!r}")
+        return ctype(bool(value))
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where} must be an int ({spec.dtype}), got {value!r}")
+    if not dt.min_value() <= value <= dt.max_value():
+        raise ValueError(f"{where}: {value} does not fit in {spec.dtype}")
+    return ctype(value)
