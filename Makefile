@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.loom-installed
 
-.PHONY: setup demo test bench lint format clean
+.PHONY: setup demo test bench fuzz lint format clean
 
 setup: $(STAMP)
 	@scripts/ensure-debian-packages.sh
@@ -26,6 +26,13 @@ bench: setup
 	$(BIN)/python bench/matmul.py
 	$(BIN)/python bench/elementwise.py
 	$(BIN)/python bench/hexagon.py
+	$(BIN)/python bench/llvm_vectorizer.py
+
+# `make fuzz N=10000`: N random programs and schedules on the interpreter, llvm, c and (a sample)
+# Hexagon, checked against numpy (docs/testing.md)
+N ?= 300
+fuzz: setup
+	$(BIN)/python -m tests.fuzz -n $(N)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -146,6 +146,8 @@ def dtype(value: str | DataType | np.dtype | type) -> DataType:
         return value
     if isinstance(value, str):
         return _parse(value)
+    if value is None:  # numpy would read None as float64
+        raise TypeError("expected a dtype (str, DataType or numpy dtype), got None")
     try:
         np_dtype = np.dtype(value)
     except TypeError:

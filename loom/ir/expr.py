@@ -56,6 +56,55 @@ class ExprLike(abc.ABC):
     def __mod__(self, other):
         return op.floormod(self, other)
 
+    # the rest of PrimExpr's operators (a te axis `k ^ 1`, `1 << k`, ... as its variable's)
+    def __truediv__(self, other):
+        return op.div(self, other)
+
+    def __rtruediv__(self, other):
+        return op.div(other, self)
+
+    def __rfloordiv__(self, other):
+        return op.floordiv(other, self)
+
+    def __rmod__(self, other):
+        return op.floormod(other, self)
+
+    def __neg__(self):
+        return op.neg(self)
+
+    def __and__(self, other):
+        return op.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return op.bitwise_and(other, self)
+
+    def __or__(self, other):
+        return op.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return op.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return op.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return op.bitwise_xor(other, self)
+
+    def __invert__(self):
+        return op.bitwise_not(self)
+
+    def __lshift__(self, other):
+        return op.shift_left(self, other)
+
+    def __rlshift__(self, other):
+        return op.shift_left(other, self)
+
+    def __rshift__(self, other):
+        return op.shift_right(self, other)
+
+    def __rrshift__(self, other):
+        return op.shift_right(other, self)
+
     def __lt__(self, other):
         return op.less(self, other)
 
@@ -152,6 +201,12 @@ class PrimExpr(Node):
 
     def __rshift__(self, other):
         return op.shift_right(self, other)
+
+    def __rlshift__(self, other):
+        return op.shift_left(other, self)
+
+    def __rrshift__(self, other):
+        return op.shift_right(other, self)
 
     def __bool__(self):
         raise TypeError(

@@ -33,13 +33,17 @@ def finish(root: Module) -> Module:
             m.shared_object = link_shared_object(m.object_code, m.device_isa)
     if natives and all(m.target.is_host for m in natives) and natives[0].library is None:
         providers = {s: lib for m in natives for s, lib in m.extern_symbols.items()}
+        standalone = True  # every symbol from a sibling or a library loaded with global symbols
         for name in dict.fromkeys(providers.values()):
             if not name.startswith(MODULE_PROVIDER):
                 lib = abi.get_library(name)
                 if lib.load is not None:
                     lib.load()  # its symbols become global before the code that uses them
+                else:
+                    standalone = False
         name = next(iter(natives[0].signatures), natives[0].type_key)
-        library = load_host_object([m.object_code for m in natives], name, link_flags(providers))
-        for m in natives:
+        objects = [m.object_code for m in natives]
+        library = load_host_object(objects, name, link_flags(providers), standalone=standalone)
+        for m in natives:  # each keeps it loaded; unloaded when they and their functions are gone
             m.library = library
     return root

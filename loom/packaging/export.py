@@ -4,14 +4,16 @@ Export: every DSO-exportable module (host code, "llvm" or "c") contributes its o
 every other module is packed as a payload under its type key; the artifact record (metadata
 and payloads, see artifact.py) becomes an object of its own whose section `.loom_artifact`
 holds the raw bytes; the system linker links them into one `.so` (`cc -shared` for the host,
-`ld.lld -shared` for other ISAs), or a `.tar` keeps the objects, sources and link flags to link
-later.
+`ld.lld -shared` for other ISAs), or a `.tar` keeps the objects, sources and a manifest to link
+later (load_module links it with the flags of the registered runtime libraries). Either file
+ends with a seal (artifact.seal): the sha256 of every byte before it, checked first on load.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import pathlib
 import tarfile
 import tempfile
@@ -19,12 +21,17 @@ import tempfile
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from loom import abi
 from loom.codegen.llvm.emit import target_machine
 from loom.errors import LoomError
 from loom.runtime import artifact, module
 from loom.runtime.linker import link_objects
-from loom.runtime.load import provider_names
+from loom.runtime.load import (
+    TAR_ARTIFACT,
+    TAR_ARTIFACT_OBJECT,
+    TAR_FORMAT,
+    TAR_MANIFEST,
+    runtime_link_flags,
+)
 from loom.runtime.module import Module, NativeModule
 from loom.runtime.native_lib import cache_dir
 from loom.target import Target
@@ -80,8 +87,17 @@ def _triple(natives: list[NativeModule]) -> str:
 def export_library(
     root: Module, path, *, cc: str | None = None, options: list[str] = ()
 ) -> pathlib.Path:
-    """Write `root` and every module it imports as one shared library, or a `.tar`."""
+    """Write `root` and every module it imports as one shared library, or a `.tar`, sealed
+    with a checksum of the whole file. `options` are extra link flags for a `.so`; a `.tar` is
+    linked when loaded, with only the flags of the runtime libraries its modules need."""
     path = pathlib.Path(path)
+    tar = path.suffix == ".tar"
+    if tar and (options or cc):
+        raise LoomError(
+            "export_library: cc= and options= are for a .so; a .tar is linked when loaded, "
+            "by the system linker with the flags of the runtime libraries its modules need "
+            "(docs/export.md)"
+        )
     if not any(m.dso_exportable for m in root.walk()):
         root = _host_shell(root)
     natives = [m for m in root.walk() if m.dso_exportable]
@@ -103,49 +119,54 @@ def export_library(
             obj = tmp_dir / f"module{k}_{m.type_key}.o"
             obj.write_bytes(m.object_code)
             objects.append(obj)
-        art = tmp_dir / "loom_artifact.o"
+        art = tmp_dir / TAR_ARTIFACT_OBJECT
         art.write_bytes(artifact_object(blob, triple))
         objects.append(art)
-        flags = _provider_flags(natives) + list(options)
-        if path.suffix == ".tar":
-            _write_tar(path, natives, objects, blob, triple, flags)
+        if tar:
+            data = _tar_bytes(natives, objects, blob, triple)
         else:
-            link_objects(objects, path, triple, cc, flags)
+            linked = tmp_dir / "linked.so"
+            link_objects(objects, linked, triple, cc, runtime_link_flags(natives) + list(options))
+            data = linked.read_bytes()
+    _write_replacing(path, artifact.seal(data))
     return path
 
 
-def _provider_libraries(records) -> list[abi.RuntimeLibrary]:
-    return [abi.get_library(name) for name in provider_names(records)]
+def _write_replacing(path: pathlib.Path, data: bytes) -> None:
+    """Write a new file and rename it over `path`: a process that has the old file mapped
+    keeps it intact, and no reader sees a half-written file."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise LoomError(f"cannot write {path}: {e.strerror}") from None
 
 
-def _provider_flags(natives: list[NativeModule]) -> list[str]:
-    """Link flags of the libraries that provide the modules' undefined symbols, except those
-    loom builds and loads itself (load_module loads them first), so that the library does not
-    depend on paths of this machine."""
-    flags: list[str] = []
-    for lib in _provider_libraries(natives):
-        if lib.load is None and lib.link_flags is not None:
-            flags += [f for f in lib.link_flags() if f not in flags]
-    return flags
-
-
-def _write_tar(
-    path: pathlib.Path,
-    natives: list[NativeModule],
-    objects: list[pathlib.Path],
-    blob: bytes,
-    triple: str,
-    flags: list[str],
-) -> None:
-    with tarfile.open(path, "w") as tar:
+def _tar_bytes(
+    natives: list[NativeModule], objects: list[pathlib.Path], blob: bytes, triple: str
+) -> bytes:
+    """A plain tar of the objects, the sources, the artifact and the manifest (members loom
+    names, every one listed in the manifest; no link flags: load_module derives them)."""
+    out = io.BytesIO()
+    sources = []
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for obj in objects:
-            tar.add(obj, arcname=obj.name)
+            _add_bytes(tar, obj.name, obj.read_bytes())
         for k, m in enumerate(natives):
             for fmt, text in m.sources.items():
-                _add_bytes(tar, f"module{k}_{m.type_key}.{fmt}", text.encode())
-        _add_bytes(tar, "loom_artifact.bin", blob)
-        manifest = {"objects": [o.name for o in objects], "triple": triple, "link_flags": flags}
-        _add_bytes(tar, "loom_link.json", json.dumps(manifest, indent=1).encode())
+                sources.append(f"module{k}_{m.type_key}.{fmt}")
+                _add_bytes(tar, sources[-1], text.encode())
+        _add_bytes(tar, TAR_ARTIFACT, blob)
+        manifest = {
+            "format": TAR_FORMAT,
+            "triple": triple,
+            "objects": [o.name for o in objects],
+            "sources": sources,
+        }
+        _add_bytes(tar, TAR_MANIFEST, json.dumps(manifest, indent=1).encode())
+    return out.getvalue()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -92,10 +93,17 @@ def _check_array(sig: FunctionSignature, spec: ParamSpec, value) -> np.ndarray:
     return value
 
 
-def _check_distinct(sig: FunctionSignature, buffers: list[tuple[ParamSpec, np.ndarray]]) -> None:
+def _check_distinct(
+    sig: FunctionSignature,
+    buffers: list[tuple[ParamSpec, object]],
+    overlap: Callable[[object, object], bool] = np.may_share_memory,
+) -> None:
+    """Refuse two buffer arguments that overlap when either is written. `overlap` says whether
+    two arguments' memory intersects: numpy's for host arrays; the device path passes one
+    that also compares device address ranges (loom/runtime/loaded.py)."""
     for i, (si, ai) in enumerate(buffers):
         for sj, aj in buffers[i + 1 :]:
-            if (si.written or sj.written) and np.may_share_memory(ai, aj):
+            if (si.written or sj.written) and overlap(ai, aj):
                 raise ValueError(
                     f"{sig.name}: arguments {si.name} and {sj.name} share memory, "
                     "but one is written; loom kernels assume distinct buffers"

@@ -72,7 +72,8 @@ class DeviceModule(Module):
                     f"this module is for {self.type_key.capitalize()} v{version:x}, which is "
                     f"compile-only here: {isa.emulator} runs {runs} code only"
                 )
-        return LoadedModule(self, session, session.load_module(self.shared_object))
+        with session.lock:  # the module id and the generation of one runtime
+            return LoadedModule(self, session, session.load_module(self.shared_object))
 
     def __repr__(self) -> str:
         return f"<loom.DeviceModule {self.type_key} functions={self.function_names()}>"

@@ -76,58 +76,84 @@ class ElfFile:
 
 
 def parse(data: bytes) -> ElfFile:
-    """Parse a little-endian ELF file (32- or 64-bit)."""
+    """Parse a little-endian ELF file (32- or 64-bit). Every defect found (a header, table or
+    string that lies outside the file, an impossible entry size) is a LoomError naming it."""
+    try:
+        return _parse(data)
+    except (struct.error, IndexError, ValueError, OverflowError) as e:  # a check missed below
+        raise LoomError(f"malformed ELF file: {e}") from None
+
+
+_NOBITS = 8
+_HEADER = {64: "<HHIQQQIHHHHHH", 32: "<HHIIIIIHHHHHH"}
+_SECTION = {64: struct.Struct("<IIQQQQIIQQ"), 32: struct.Struct("<IIIIIIIIII")}
+_SYMBOL = {64: struct.Struct("<IBBHQQ"), 32: struct.Struct("<IIIBBH")}
+
+
+def _parse(data: bytes) -> ElfFile:
     if len(data) < 52 or data[:4] != b"\x7fELF":
         raise LoomError("not an ELF file (bad magic)")
     elf_class = {1: 32, 2: 64}.get(data[4])
     if elf_class is None or data[5] != 1:
         raise LoomError("unsupported ELF file: only little-endian 32/64-bit files are read")
-    if elf_class == 64:
-        (etype, machine, _, _, _, shoff, flags, _, _, _, shentsize, shnum, shstrndx) = (
-            struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
-        )
-    else:
-        (etype, machine, _, _, _, shoff, flags, _, _, _, shentsize, shnum, shstrndx) = (
-            struct.unpack_from("<HHIIIIIHHHHHH", data, 16)
-        )
+    if len(data) < (64 if elf_class == 64 else 52):
+        raise LoomError("truncated ELF file: its header lies past its end")
+    (etype, machine, _, _, _, shoff, flags, _, _, _, shentsize, shnum, shstrndx) = (
+        struct.unpack_from(_HEADER[elf_class], data, 16)
+    )
+    entry = _SECTION[elf_class]
+    if shnum and shentsize < entry.size:
+        raise LoomError(f"malformed ELF file: section header entries of {shentsize} bytes")
     if shoff + shnum * shentsize > len(data):
         raise LoomError("truncated ELF file: the section headers lie past its end")
     raw = []
     for k in range(shnum):
-        at = shoff + k * shentsize
-        if elf_class == 64:
-            name, typ, _, addr, off, size, link, _, _, entsize = struct.unpack_from(
-                "<IIQQQQIIQQ", data, at
-            )
-        else:
-            name, typ, _, addr, off, size, link, _, _, entsize = struct.unpack_from(
-                "<IIIIIIIIII", data, at
-            )
+        name, typ, _, addr, off, size, link, _, _, entsize = entry.unpack_from(
+            data, shoff + k * shentsize
+        )
+        if typ != _NOBITS and off + size > len(data):
+            raise LoomError(f"truncated ELF file: section {k} lies past its end")
         raw.append((name, typ, addr, off, size, link, entsize))
-    names = raw[shstrndx] if shstrndx < len(raw) else None
+    if shnum and shstrndx >= shnum:
+        raise LoomError(f"malformed ELF file: section name table {shstrndx} of {shnum}")
+    names = raw[shstrndx] if shnum else None
 
-    def string(table, index: int) -> str:
+    def string(table, index: int, what: str) -> str:
+        if table[1] == _NOBITS or index >= table[4]:
+            raise LoomError(f"malformed ELF file: {what} lies outside its string table")
         start = table[3] + index
-        end = data.index(b"\0", start)
+        end = data.find(b"\0", start, table[3] + table[4])
+        if end < 0:
+            raise LoomError(f"malformed ELF file: {what} is not terminated in its string table")
         return data[start:end].decode(errors="replace")
 
     sections = tuple(
-        Section(string(names, r[0]) if names else "", r[1], r[3], r[4], r[2]) for r in raw
+        Section(
+            string(names, r[0], f"the name of section {k}") if names else "",
+            r[1],
+            r[3],
+            r[4],
+            r[2],
+        )
+        for k, r in enumerate(raw)
     )
     symbols = []
-    for r in raw:
+    sym = _SYMBOL[elf_class]
+    for k, r in enumerate(raw):
         if r[1] not in (_SHT_SYMTAB, _SHT_DYNSYM) or not r[6]:
             continue
+        if r[6] < sym.size or r[5] >= len(raw):
+            raise LoomError(f"malformed ELF file: symbol table {k} (entries of {r[6]} bytes)")
         strtab = raw[r[5]]
-        for k in range(r[4] // r[6]):
-            at = r[3] + k * r[6]
+        for j in range(r[4] // r[6]):
+            at = r[3] + j * r[6]
             if elf_class == 64:
-                name, info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
+                name, info, _, shndx, value, size = sym.unpack_from(data, at)
             else:
-                name, value, size, info, _, shndx = struct.unpack_from("<IIIBBH", data, at)
+                name, value, size, info, _, shndx = sym.unpack_from(data, at)
             symbols.append(
                 Symbol(
-                    string(strtab, name),
+                    string(strtab, name, f"the name of symbol {j} of section {k}"),
                     value,
                     size,
                     info >> 4,

@@ -44,6 +44,20 @@ SYMBOLS = {
 """Symbols the library provides, with their C signatures."""
 
 
+ENVIRONMENT = {
+    "LOOM_NUM_THREADS": "it sets the threads of parallel loops (unset or empty: the CPUs this "
+    "process may use)",
+    "LOOM_VTCM_SIZE": "it sets the bytes of the host's emulated VTCM (unset or empty: 262144)",
+}
+"""The environment variables the runtime reads. The library checks them (the C functions of
+ENVIRONMENT_CHECKS, with the parser the runtime uses) when it is loaded: a value it cannot use
+is a LoomError naming the variable and the values it takes."""
+ENVIRONMENT_CHECKS = {
+    "LOOM_NUM_THREADS": "loom_check_environment",
+    "LOOM_VTCM_SIZE": "loom_vtcm_check_environment",
+}
+
+
 @functools.cache
 def library_path() -> pathlib.Path:
     return build_library("libloom_runtime", SOURCES, ["-O2", "-pthread"])
@@ -51,13 +65,19 @@ def library_path() -> pathlib.Path:
 
 @functools.cache
 def library() -> ctypes.CDLL:
-    """The loaded runtime; RTLD_GLOBAL so kernels loaded later resolve its symbols."""
+    """The loaded runtime; RTLD_GLOBAL so kernels loaded later resolve its symbols. A
+    $LOOM_NUM_THREADS or $LOOM_VTCM_SIZE the runtime cannot use is a LoomError here."""
     lib = ctypes.CDLL(str(library_path()), mode=ctypes.RTLD_GLOBAL)
     lib.loom_get_last_error.restype = ctypes.c_char_p
     lib.loom_set_last_error.argtypes = [ctypes.c_char_p]
     lib.loom_set_num_threads.argtypes = [ctypes.c_int32]
     lib.loom_vtcm_stats.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]
     lib.loom_vtcm_configure.argtypes = [ctypes.c_int64]
+    message = ctypes.create_string_buffer(512)
+    for name, check in ENVIRONMENT_CHECKS.items():
+        getattr(lib, check).argtypes = [ctypes.c_char_p, ctypes.c_int32]
+        if getattr(lib, check)(message, len(message)) != 0:
+            raise LoomError(f"{message.value.decode(errors='replace')}; {ENVIRONMENT[name]}")
     return lib
 
 

@@ -3,8 +3,9 @@ runtime library that resolves each undefined symbol (docs/architecture.md, decis
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import pathlib
+import subprocess
 import tempfile
 
 from loom import abi
@@ -12,6 +13,7 @@ from loom.abi import MODULE_PROVIDER
 from loom.errors import LoomError
 from loom.runtime import host_runtime
 from loom.runtime.elf import elf_machine_of_triple, host_machine
+from loom.runtime.library import SharedLibrary
 from loom.runtime.native_lib import cache_dir, find_tool, run
 
 
@@ -53,9 +55,24 @@ def link_flags(providers: dict[str, str]) -> list[str]:
 
 
 def link_host_shared(
-    objects: list[pathlib.Path], output: pathlib.Path, flags: list[str] = ()
+    objects: list[pathlib.Path],
+    output: pathlib.Path,
+    flags: list[str] = (),
+    *,
+    standalone: bool = False,
 ) -> None:
-    """`cc -shared` the objects with the host runtime, libm and `flags` (other libraries)."""
+    """`cc -shared` the objects with the host runtime, libm and `flags` (other libraries).
+
+    `standalone` says that every undefined symbol of the objects is defined by a library
+    already loaded into this process with its symbols global (one with a `load`: the host
+    runtime, the NPU simulator), where the loaded library will find it. The objects are then
+    linked alone, by the linker `cc` runs (no `flags`, no C library, start files or libm): the
+    linker does not read the C library, libm and the runtime again for every kernel, which was
+    four fifths of a small kernel's link time."""
+    if standalone:
+        command = [host_linker(), "-shared", "--eh-frame-hdr", "--build-id", "-o", str(output)]
+        run([*command, *map(str, objects)], "linking a shared library")
+        return
     base = host_runtime.host_link_flags()
     extra = [f for f in flags if f not in base]
     run(
@@ -64,11 +81,23 @@ def link_host_shared(
     )
 
 
+@functools.cache
+def host_linker() -> str:
+    """The linker `cc` runs (`cc -print-prog-name=ld`), asked once."""
+    cc = find_tool("cc")
+    proc = subprocess.run([cc, "-print-prog-name=ld"], capture_output=True, text=True)
+    name = proc.stdout.strip()
+    if proc.returncode != 0 or not name:
+        raise LoomError(f"{cc} -print-prog-name=ld failed: {proc.stderr.strip()}")
+    return name if pathlib.Path(name).is_absolute() else find_tool(name)
+
+
 def load_host_object(
-    object_code: bytes | list[bytes], name: str, flags: list[str] = ()
-) -> ctypes.CDLL:
-    """Link object files into one shared library, load it, and delete the files (the loaded
-    library stays mapped)."""
+    object_code: bytes | list[bytes], name: str, flags: list[str] = (), *, standalone=False
+) -> SharedLibrary:
+    """Link object files into one shared library (`standalone`: see link_host_shared), load
+    it, and delete the files (the loaded library stays mapped until the last function or module
+    using it is gone)."""
     host_runtime.library()  # its symbols must be global before the kernel is loaded
     objects = [object_code] if isinstance(object_code, bytes) else list(object_code)
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
@@ -77,8 +106,11 @@ def load_host_object(
             paths.append(pathlib.Path(tmp) / f"{name}{k}.o")
             paths[-1].write_bytes(code)
         lib = pathlib.Path(tmp) / f"{name}.so"
-        link_host_shared(paths, lib, flags)
-        return ctypes.CDLL(str(lib))
+        link_host_shared(paths, lib, flags, standalone=standalone)
+        try:
+            return SharedLibrary(lib)
+        except OSError as e:
+            raise LoomError(f"cannot load the library linked for {name}: {e}") from None
 
 
 def link_objects(

@@ -1,5 +1,10 @@
 """Modules loaded into a device session, and their functions: arguments are checked against
-each function's signature, numpy arrays are copied in and (if written) out."""
+each function's signature, numpy arrays are copied in and (if written) out.
+
+A call holds its session's lock from its checks to the last free of its temporaries, so
+another thread can neither interleave exchanges with it nor free its arrays, close or restart
+the session in the middle of it.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ import numpy as np
 
 from loom.abi import FunctionSignature, ParamSpec
 from loom.abi.dtype import dtype as to_dtype
-from loom.errors import LoomError
-from loom.runtime.call import _check_array, _scalar
+from loom.errors import DeviceError, LoomError
+from loom.runtime.call import _check_array, _check_distinct, _scalar
 from loom.runtime.session import DeviceArray, Session
 from loom.runtime.timing import TimeResult
 
@@ -35,9 +40,22 @@ class LoadedModule:
             )
         fn = self._functions.get(name)
         if fn is None:
-            address = self.session.lookup(self.module_id, name)
-            fn = self._functions[name] = DeviceFunction(self, self.module.signatures[name], address)
+            with self.session.lock:
+                self._check_current(f"module #{self.module_id}")
+                address = self.session.lookup(self.module_id, name)
+            fn = DeviceFunction(self, self.module.signatures[name], address)
+            fn = self._functions.setdefault(name, fn)
         return fn
+
+    def _check_current(self, what: str) -> None:
+        """An error unless the session is open and still the runtime this was loaded into
+        (hold the session's lock from this check to the last request that relies on it)."""
+        self.session.check_open()
+        if self._generation != self.session.generation:
+            raise LoomError(
+                f"{what} was loaded into an earlier runtime of session {self.session.name}; "
+                "load the module again"
+            )
 
     def __call__(self, *args) -> None:
         names = self.module.function_names()
@@ -51,8 +69,9 @@ class LoadedModule:
         return lambda *args: fn.time(args, number, repeat)
 
     def unload(self) -> None:
-        if self.session.generation == self._generation and not self.session.closed:
-            self.session.unload_module(self.module_id)
+        with self.session.lock:
+            if self.session.generation == self._generation and not self.session.closed:
+                self.session.unload_module(self.module_id)
 
     def __repr__(self) -> str:
         return (
@@ -69,56 +88,92 @@ class DeviceFunction:
         self.address = address
 
     def __call__(self, *args) -> None:
-        addresses, temporaries, copy_back = self._prepare(args)
-        try:
-            self.loaded.session.call(self.address, addresses)
-            for original, on_device in copy_back:
-                original[...] = on_device.numpy()
-        finally:
-            for t in temporaries:
-                t.free()
+        session = self.loaded.session
+        with session.lock:
+            addresses, temporaries, copy_back = self._prepare(args)
+            try:
+                session.call(self.address, addresses)
+                for original, on_device in copy_back:
+                    original[...] = on_device.numpy()
+            finally:
+                _free_all(temporaries)
 
     def time(self, args: tuple, number: int, repeat: int) -> TimeResult:
-        addresses, temporaries, _ = self._prepare(args)
-        try:
-            return TimeResult(
-                tuple(self.loaded.session.time(self.address, addresses, number, repeat))
-            )
-        finally:
-            for t in temporaries:
-                t.free()
+        session = self.loaded.session
+        with session.lock:
+            addresses, temporaries, _ = self._prepare(args)
+            try:
+                return TimeResult(tuple(session.time(self.address, addresses, number, repeat)))
+            finally:
+                _free_all(temporaries)
 
     def _prepare(self, args: tuple) -> tuple[list[int], list[DeviceArray], list]:
+        """Check every argument, then copy scalars and numpy arrays to the device; the caller
+        holds the session's lock."""
         sig, session = self.signature, self.loaded.session
-        if self.loaded._generation != session.generation or session.closed:
-            raise LoomError(
-                f"{sig.name} was loaded into an earlier runtime of session "
-                f"{session.name}; load the module again"
-            )
+        self.loaded._check_current(sig.name)
         if len(args) != len(sig.params):
             raise TypeError(f"{sig.describe()} takes {len(sig.params)} arguments, got {len(args)}")
-        addresses, temporaries, copy_back = [], [], []
+        checked: list = []  # per argument: a scalar's ctypes value, a DeviceArray, an ndarray
+        buffers: list[tuple[ParamSpec, object]] = []
         for spec, value in zip(sig.params, args):
             if not spec.is_buffer:
-                slot = DeviceArray(session, (8,), np.uint8)
-                temporaries.append(slot)
-                scalar = _scalar(sig, spec, value)
-                slot.session.write(slot.address, bytes(scalar).ljust(8, b"\0"))
-                addresses.append(slot.address)
-            elif isinstance(value, DeviceArray):
+                checked.append(_scalar(sig, spec, value))
+                continue
+            if isinstance(value, DeviceArray):
                 _check_device_array(sig, spec, value, session)
-                addresses.append(value.address)
             else:
-                arr = _check_array(sig, spec, value)
-                on_device = DeviceArray.from_numpy(session, arr, alignment=spec.alignment)
-                temporaries.append(on_device)
-                if spec.written:
-                    copy_back.append((arr, on_device))
-                addresses.append(on_device.address)
+                value = _check_array(sig, spec, value)
+            checked.append(value)
+            buffers.append((spec, value))
+        _check_distinct(sig, buffers, _share_memory)
+
+        addresses: list[int] = []
+        temporaries: list[DeviceArray] = []
+        copy_back: list = []
+        try:
+            scalars = [
+                bytes(v).ljust(8, b"\0") for p, v in zip(sig.params, checked) if not p.is_buffer
+            ]
+            if scalars:  # one 8-byte slot per scalar, in one allocation
+                slots = DeviceArray.from_numpy(session, np.frombuffer(b"".join(scalars), np.uint8))
+                temporaries.append(slots)
+                next_slot = slots.address
+            for spec, value in zip(sig.params, checked):
+                if not spec.is_buffer:
+                    addresses.append(next_slot)
+                    next_slot += 8
+                elif isinstance(value, DeviceArray):
+                    addresses.append(value.address)
+                else:
+                    on_device = DeviceArray.from_numpy(session, value, alignment=spec.alignment)
+                    temporaries.append(on_device)
+                    if spec.written:
+                        copy_back.append((value, on_device))
+                    addresses.append(on_device.address)
+        except BaseException:
+            _free_all(temporaries)
+            raise
         return addresses, temporaries, copy_back
 
     def __repr__(self) -> str:
         return f"<loom device function {self.signature.describe()}>"
+
+
+def _free_all(temporaries: list[DeviceArray]) -> None:
+    for t in temporaries:
+        t.free()
+
+
+def _share_memory(a, b) -> bool:
+    """Whether two buffer arguments of a device call overlap: device arrays (of one session,
+    so one address space) when their [address, address + nbytes) ranges intersect, numpy
+    arrays as on the host; a numpy array is copied in, so it never aliases a device array."""
+    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray):
+        return a.address < b.address + b.nbytes and b.address < a.address + a.nbytes
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    return False
 
 
 def _check_device_array(
@@ -128,7 +183,11 @@ def _check_device_array(
     if arr.session is not session:
         raise ValueError(f"{where} lives on session {arr.session.name}, not {session.name}")
     if not arr.alive:
-        raise ValueError(f"{where} belonged to an earlier runtime of the session")
+        raise DeviceError(
+            f"{where} belonged to an earlier runtime of session {session.name}; make it again"
+        )
+    if not arr.address:
+        raise LoomError(f"{where} was freed")
     if arr.dtype != to_dtype(spec.dtype).numpy:
         raise TypeError(f"{where} must have dtype {spec.dtype}, got {arr.dtype}")
     if arr.shape != spec.shape:

@@ -7,7 +7,6 @@ targets). Calling a function checks every argument against its signature first.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import pathlib
 import time
@@ -20,16 +19,19 @@ from loom.runtime.call import prepare_call
 from loom.runtime.device import link_shared_object
 from loom.runtime.elf import elf_machine_of_triple, host_machine
 from loom.runtime.host_runtime import last_error
+from loom.runtime.library import SharedLibrary
 from loom.runtime.loaded import LoadedModule
 from loom.runtime.timing import TimeResult
 
 
 class NativeFunction:
-    """One entry point `int32_t f(void *const *args)` of a loaded library."""
+    """One entry point `int32_t f(void *const *args)` of a loaded library. It keeps the library
+    loaded (as its ctypes function pointer does), even when its module is gone."""
 
-    def __init__(self, signature: FunctionSignature, cfunc):
+    def __init__(self, signature: FunctionSignature, cfunc, library: SharedLibrary | None = None):
         self.signature = signature
         self.cfunc = cfunc
+        self.library = library
 
     @property
     def name(self) -> str:
@@ -162,7 +164,10 @@ class Module:
 class NativeModule(Module):
     """Host code ("llvm" or "c"): compiled for `target`, loaded in this process when the
     target is the host. Functions are called with numpy arrays, checked against their
-    signatures."""
+    signatures.
+
+    `library` is the loaded code, shared by the host modules of one tree; it is unloaded when
+    the last module, function or timer using it is gone (loom/runtime/library.py)."""
 
     dso_exportable = True
 
@@ -172,7 +177,7 @@ class NativeModule(Module):
         signatures: dict[str, FunctionSignature],
         sources: dict[str, str],
         target,
-        library: ctypes.CDLL | None = None,
+        library: SharedLibrary | None = None,
         imports: tuple[Module, ...] = (),
         object_code: bytes | None = None,
         extern_symbols: dict[str, str] | None = None,
@@ -232,10 +237,9 @@ class NativeModule(Module):
             )
         fn = self._functions.get(name)
         if fn is None:
-            cfunc = getattr(self.library, name)
-            cfunc.restype = ctypes.c_int32
-            cfunc.argtypes = [ctypes.c_void_p]
-            fn = self._functions[name] = NativeFunction(self.signatures[name], cfunc)
+            cfunc = self.library.function(name)
+            fn = NativeFunction(self.signatures[name], cfunc, self.library)
+            self._functions[name] = fn
         return fn
 
     def __getitem__(self, name: str) -> NativeFunction:

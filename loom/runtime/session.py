@@ -7,15 +7,26 @@ deadline. When the device process exits or stops answering, the request raises `
 with the exit status (or the timeout) and the command, the session closes, and `restart()`
 gives a fresh runtime. An error the device answers (a failed allocation, an unknown function)
 raises `DeviceError` too, and the session keeps working.
+
+A session may be shared by threads. Its `lock` (re-entrant) is held around every
+request/response exchange, and around every operation made of several exchanges (a device
+function's call: allocate, write, call, read back, free; an array's allocation and first
+write), so another thread's exchange never comes between them. `close()` and `restart()` take
+the lock too: they wait for the operation in progress, and the other threads' next use of the
+old runtime's arrays and modules raises a clear error. A device array that is garbage
+collected does not send FREE itself (a finalizer may run in the middle of an exchange): it is
+queued, and freed before the session's next request.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import select
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -138,7 +149,8 @@ class _SocketTransport:
 
 
 class Session:
-    """A connection to one device runtime."""
+    """A connection to one device runtime; safe to share between threads (hold `lock` to make
+    several requests one unit that no other thread's request comes between)."""
 
     def __init__(self, connect: Callable[[], object], name: str, timeout: float):
         self._connect = connect
@@ -148,9 +160,15 @@ class Session:
         self.transport = None
         self.closed = True
         self.last_command: Command | None = None
-        self._open()
+        self.lock = threading.RLock()
+        # (generation, address, memory) of garbage-collected device arrays, freed before the
+        # next request; appended to without the lock (deque appends are atomic)
+        self._dropped: collections.deque[tuple[int, int, Memory]] = collections.deque()
+        with self.lock:
+            self._open()
 
     def _open(self) -> None:
+        self._dropped.clear()
         self.transport = self._connect()
         self.closed = False
         self.generation += 1
@@ -180,9 +198,36 @@ class Session:
         return Session(lambda: _SocketTransport(host, port, timeout), f"{host}:{port}", timeout)
 
     # -- requests --------------------------------------------------------------------------
-    def request(self, command: Command, payload: bytes = b"") -> bytes:
+    def check_open(self) -> None:
+        """A DeviceError if the session is closed."""
         if self.closed:
             raise DeviceError(f"session {self.name} is closed; call restart() for a new one")
+
+    def request(self, command: Command, payload: bytes = b"") -> bytes:
+        """One request/response exchange (after freeing garbage-collected arrays), with the
+        session's lock held: the payload of the response."""
+        with self.lock:
+            self.check_open()
+            if command is not Command.QUIT:
+                self._free_dropped()
+            return self._exchange(command, payload)
+
+    def _free_dropped(self) -> None:
+        while self._dropped:
+            generation, address, memory = self._dropped.popleft()
+            if generation != self.generation:
+                continue  # its runtime is gone, and its memory with it
+            try:
+                self._exchange(Command.FREE, protocol.pack_free(address, memory))
+            except DeviceError:
+                if self.closed:
+                    raise  # the runtime died: say so now
+
+    def _drop(self, generation: int, address: int, memory: Memory) -> None:
+        """Free a garbage-collected array's memory before the next request."""
+        self._dropped.append((generation, address, memory))
+
+    def _exchange(self, command: Command, payload: bytes) -> bytes:
         self.last_command = command
         t = self.transport
         t.deadline = time.monotonic() + self.timeout
@@ -252,24 +297,28 @@ class Session:
 
     # -- life cycle --------------------------------------------------------------------------
     def close(self) -> None:
-        """Ask the runtime to quit and wait for it (a dead session closes quietly)."""
-        if self.closed:
-            return
-        try:
-            self.request(Command.QUIT)
-        except DeviceError:
-            pass
-        if not self.closed:
-            self.transport.close()
-            self.closed = True
+        """Ask the runtime to quit and wait for it (a dead session closes quietly). Waits for
+        another thread's operation in progress; that thread's next request raises DeviceError."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                self.request(Command.QUIT)
+            except DeviceError:
+                pass
+            if not self.closed:
+                self.transport.close()
+                self.closed = True
 
     def restart(self) -> Session:
         """Close this runtime (if it is still there) and start or connect a new one; device
-        arrays and loaded modules of the old one are gone."""
-        if not self.closed:
-            self.transport.close(kill=True)
-            self.closed = True
-        self._open()
+        arrays and loaded modules of the old one are gone (using them raises an error).
+        Waits for another thread's operation in progress."""
+        with self.lock:
+            if not self.closed:
+                self.transport.close(kill=True)
+                self.closed = True
+            self._open()
         return self
 
     def __enter__(self) -> Session:
@@ -292,7 +341,8 @@ def _memory(memory: str) -> Memory:
 
 class DeviceArray:
     """An array in a device's memory: `loom.nd.array(x, device=session)`; `.numpy()` reads it
-    back. Freed when garbage collected (if its session is still the one it was made in)."""
+    back. Freed by `free()`, or when garbage collected (before the session's next request, if
+    its session is still the one it was made in)."""
 
     def __init__(
         self,
@@ -302,21 +352,25 @@ class DeviceArray:
         alignment: int = 128,
         memory: str = "heap",
     ):
+        self.address = 0
         self.session = session
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.memory = memory
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self.address = session.alloc(max(self.nbytes, 1), alignment, memory)
-        self._generation = session.generation
+        self._memory = _memory(memory)
+        with session.lock:  # the address and the generation of one runtime
+            self.address = session.alloc(max(self.nbytes, 1), alignment, memory)
+            self._generation = session.generation
 
     @staticmethod
     def from_numpy(
         session: Session, data, dtype=None, alignment: int = 128, memory: str = "heap"
     ) -> DeviceArray:
         src = np.ascontiguousarray(np.asarray(data, dtype=dtype))
-        out = DeviceArray(session, src.shape, src.dtype, alignment, memory)
-        out.copyfrom(src)
+        with session.lock:
+            out = DeviceArray(session, src.shape, src.dtype, alignment, memory)
+            out.copyfrom(src)
         return out
 
     @property
@@ -324,39 +378,47 @@ class DeviceArray:
         return not self.session.closed and self.session.generation == self._generation
 
     def _check_alive(self) -> None:
+        self.session.check_open()
         if not self.alive:
             raise DeviceError(
                 f"this array belonged to an earlier runtime of session {self.session.name}"
             )
+        if not self.address:
+            raise LoomError(f"this array was freed (on session {self.session.name})")
 
     def copyfrom(self, data) -> None:
-        self._check_alive()
         src = np.ascontiguousarray(np.asarray(data, dtype=self.dtype))
         if src.shape != self.shape:
             raise ValueError(f"copyfrom: expected shape {self.shape}, got {src.shape}")
-        self.session.write(self.address, src.tobytes())
+        with self.session.lock:
+            self._check_alive()
+            self.session.write(self.address, src.tobytes())
 
     def numpy(self) -> np.ndarray:
-        self._check_alive()
-        data = self.session.read(self.address, self.nbytes)
+        with self.session.lock:
+            self._check_alive()
+            data = self.session.read(self.address, self.nbytes)
         return np.frombuffer(data, self.dtype).reshape(self.shape).copy()
 
     def free(self) -> None:
-        if self.alive and self.address:
-            self.session.free(self.address, self.memory)
-        self.address = 0
+        with self.session.lock:
+            address, self.address = self.address, 0
+            if address and self.alive:
+                self.session.free(address, self.memory)
 
     def __del__(self) -> None:
+        # never a request here: a finalizer may run in the middle of this session's exchange
         try:
             if self.address and self.alive:
-                self.session.free(self.address, self.memory)
+                self.session._drop(self._generation, self.address, self._memory)
         except Exception:
             pass
 
     def __repr__(self) -> str:
+        state = f"at 0x{self.address:x}" if self.address else "freed"
         return (
-            f"<DeviceArray {self.dtype}{list(self.shape)} at 0x{self.address:x} "
-            f"({self.memory}) on {self.session.name}>"
+            f"<DeviceArray {self.dtype}{list(self.shape)} {state} ({self.memory}) on "
+            f"{self.session.name}>"
         )
 
 

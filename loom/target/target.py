@@ -10,8 +10,13 @@ Vector width and buffer alignment come from the target, never from a global cons
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
+import json
+import re
 import shlex
+import subprocess
+import sys
 
 import llvmlite.binding as llvm
 
@@ -20,12 +25,217 @@ from loom.errors import LoomError
 
 _COMMON_OPTIONS = {"opt-level", "align", "stack-limit"}
 
+ARCHES = ("x86_64", "aarch64", "riscv64", "riscv32", "hexagon")
+"""The architectures of the triples loom generates code for (ELF objects only)."""
+MAX_ALIGN = 4096
+"""The largest -align=N (a page): buffers are assumed aligned to N, and copied when not."""
+
 
 @functools.cache
 def _host() -> tuple[str, str, str]:
 
     features = llvm.get_host_cpu_features().flatten()
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), features
+
+
+def _int_option(key: str, value: str, lo: int, hi: int | None, what: str) -> int:
+    """`value` of target option -key as an int in [lo, hi], else a LoomError saying so."""
+    try:
+        number = int(value, 10)
+    except ValueError:
+        number = None
+    if number is None or number < lo or (hi is not None and number > hi):
+        raise LoomError(f"target -{key} must be {what}, got {value}")
+    return number
+
+
+def _check_common_options(opts: dict[str, str]) -> None:
+    if "opt-level" in opts:
+        _int_option("opt-level", opts["opt-level"], 0, 3, "0..3")
+    if "align" in opts:
+        align = _int_option("align", opts["align"], 1, MAX_ALIGN, f"a power of two 1..{MAX_ALIGN}")
+        if align & (align - 1):
+            raise LoomError(
+                f"target -align must be a power of two 1..{MAX_ALIGN}, got {opts['align']}"
+            )
+    if "stack-limit" in opts:
+        _int_option("stack-limit", opts["stack-limit"], 0, None, "a number of bytes >= 0")
+
+
+# -- what LLVM knows of a target --------------------------------------------------------------
+# LLVM ends the process (report_fatal_error, or an assertion) on a CPU or feature it does not
+# know or cannot generate code for: "-mcpu=haswel" on x86-64 ends in "64-bit code requested on a
+# subtarget that doesn't support it!", "-mattr=avx2" (no sign) in an assertion. So a target's
+# CPU and features are checked against the lists LLVM itself prints for `-mcpu=help`, and a small
+# module is compiled for it, both in a child process that may die instead of this one.
+
+_PROBE_IR = r"""
+declare float @expf(float)
+declare double @exp(double)
+
+define float @probe_float(float %x) {
+  %y = call float @expf(float %x)
+  %z = fmul float %y, %x
+  ret float %z
+}
+
+define double @probe_double(double %x) {
+  %y = call double @exp(double %x)
+  %z = fdiv double %y, %x
+  ret double %z
+}
+
+define i32 @probe(ptr %args) {
+  %p = load ptr, ptr %args
+  %f = load <16 x float>, ptr %p, align 4
+  %f2 = fadd <16 x float> %f, %f
+  store <16 x float> %f2, ptr %p, align 4
+  %b = load <64 x i8>, ptr %p, align 1
+  %c = icmp sgt <64 x i8> %b, zeroinitializer
+  %b2 = select <64 x i1> %c, <64 x i8> %b, <64 x i8> zeroinitializer
+  store <64 x i8> %b2, ptr %p, align 1
+  %l = load i64, ptr %p, align 8
+  %q = sdiv i64 %l, 7
+  store i64 %q, ptr %p, align 8
+  %h = load half, ptr %p, align 2
+  %g = fpext half %h to float
+  %e = call float @probe_float(float %g)
+  store float %e, ptr %p, align 4
+  ret i32 0
+}
+"""
+
+# Run by `python -c` with argv triple, cpu, features, IR. Prints one JSON line: LLVM's CPU and
+# feature names for the triple; then, if the CPU and features are among them, compiles the IR
+# for them and prints "compiled". LLVM prints its lists to the C stderr, once per process.
+_PROBE_SCRIPT = r"""
+import json, os, sys, tempfile
+import llvmlite.binding as llvm
+triple, cpu, features, ir = sys.argv[1:5]
+llvm.initialize_all_targets()
+llvm.initialize_all_asmprinters()
+target = llvm.Target.from_triple(triple)
+saved = os.dup(2)
+with tempfile.TemporaryFile(mode="w+b") as listing:
+    os.dup2(listing.fileno(), 2)
+    try:
+        target.create_target_machine(cpu="", features="+help")
+    finally:
+        os.dup2(saved, 2)
+    listing.seek(0)
+    text = listing.read().decode(errors="replace")
+cpus, feats, section = [], [], None
+for line in text.splitlines():
+    if line.startswith("Available CPUs"):
+        section = cpus
+    elif line.startswith("Available features"):
+        section = feats
+    elif section is not None and line.startswith("  ") and " - " in line:
+        section.append(line.split()[0])
+print(json.dumps({"cpus": cpus, "features": feats}), flush=True)
+wanted = [f[1:] for f in features.split(",") if f]
+if cpu in cpus and all(f in feats for f in wanted):
+    module = llvm.parse_assembly(ir)
+    module.triple = triple
+    tm = target.create_target_machine(
+        cpu=cpu, features=features, opt=2, reloc="pic", codemodel="default"
+    )
+    module.data_layout = str(tm.target_data)
+    tm.emit_object(module)
+    print("compiled", flush=True)
+"""
+
+
+@functools.cache
+def _llvm_probe(triple: str, cpu: str, features: str) -> tuple[list[str], list[str], str | None]:
+    """(LLVM's CPU names for `triple`, its feature names, None if a module compiles for this
+    CPU and these features, else what LLVM said when it stopped)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE_SCRIPT, triple, cpu, features, _PROBE_IR],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        raise LoomError(
+            f"checking target {triple} -mcpu={cpu} -mattr={features} with LLVM took over 120 s"
+        ) from None
+    lines = done.stdout.splitlines()
+    try:
+        names = json.loads(lines[0])
+    except (IndexError, ValueError):
+        raise LoomError(
+            f"could not ask LLVM about target {triple}: {done.stderr.strip()[-600:]}"
+        ) from None
+    said = None
+    if "compiled" not in lines[1:]:
+        messages = [
+            line
+            for line in done.stderr.splitlines()
+            if line.strip() and not line.startswith(("Available", "  ", "Use +", "For example"))
+        ]
+        said = "\n".join(messages[-4:]) or f"exit status {done.returncode}"
+    return names["cpus"], names["features"], said
+
+
+def _closest(name: str, names: list[str]) -> str:
+    near = difflib.get_close_matches(name, names, n=4, cutoff=0.5)
+    return f"closest: {', '.join(near)}" if near else "no close name"
+
+
+def _check_triple(triple: str) -> None:
+    if not triple or not re.fullmatch(r"[A-Za-z0-9_.-]+", triple):
+        raise LoomError(
+            f"target -mtriple must be an LLVM triple like x86_64-linux-gnu, got {triple!r}"
+        )
+    parts = llvm.get_triple_parts(triple)
+    if parts.Arch not in ARCHES or parts.ObjectFormat != "ELF":
+        raise LoomError(
+            f"loom generates ELF code for the architectures {', '.join(ARCHES)}; the triple "
+            f"{triple!r} is {parts.Arch} ({parts.ObjectFormat} objects)"
+        )
+    llvm.initialize_all_targets()
+    try:
+        llvm.Target.from_triple(triple)
+    except RuntimeError as e:
+        raise LoomError(f"LLVM has no backend for triple {triple!r}: {e}") from None
+
+
+def check_llvm_target(triple: str, cpu: str, features: str) -> None:
+    """Refuse a triple, CPU or feature list that LLVM does not know, or for which it cannot
+    generate code, with a LoomError naming the closest names it knows: LLVM itself would end
+    the process. The host as LLVM detects it needs no check."""
+    if (triple, cpu, features) == _host():
+        return
+    _check_triple(triple)
+    entries = [f.strip() for f in features.split(",") if f.strip()]
+    for entry in entries:
+        if entry[0] not in "+-" or not re.fullmatch(r"[A-Za-z0-9_.-]+", entry[1:]):
+            raise LoomError(
+                f"target -mattr entries are +feature or -feature, comma-separated; got {entry!r} "
+                f"in {features!r}"
+            )
+    if not re.fullmatch(r"[A-Za-z0-9_.-]*", cpu):
+        raise LoomError(f"target -mcpu must be a CPU name, got {cpu!r}")
+    if cpu in ("", "generic") and not entries:
+        return  # every LLVM back end has its generic CPU
+    cpus, known, said = _llvm_probe(triple, cpu, ",".join(entries))
+    if cpu not in cpus:
+        raise LoomError(
+            f"unknown CPU -mcpu={cpu} for {triple} ({_closest(cpu, cpus)}; LLVM knows "
+            f"{len(cpus)}: `llc -mtriple={triple} -mcpu=help` lists them)"
+        )
+    for entry in entries:
+        if entry[1:] not in known:
+            raise LoomError(
+                f"unknown feature {entry!r} in -mattr for {triple} ({_closest(entry[1:], known)}; "
+                f"`llc -mtriple={triple} -mattr=help` lists them)"
+            )
+    if said is not None:
+        raise LoomError(
+            f"LLVM cannot generate code for {triple} -mcpu={cpu} -mattr={features}: {said}"
+        )
 
 
 def _vector_bytes(triple: str, features: str) -> int:
@@ -76,7 +286,9 @@ class Target:
                 f"unknown target options {sorted(unknown)} for {kind}; known: "
                 f"{', '.join('-' + k for k in sorted(known))}"
             )
+        _check_common_options(opts)
         triple, cpu, features = backend.describe_target(opts, _host())
+        check_llvm_target(triple, cpu, features)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "triple", triple)
         object.__setattr__(self, "cpu", cpu)

@@ -26,6 +26,9 @@ from loom.ir.op import (
 )
 from loom.te.math import ceil, erf, exp, floor, log, pow, round, sigmoid, sqrt, tanh
 from loom.te.operation import (
+    bitwise_and,
+    bitwise_or,
+    bitwise_xor,
     comm_reducer,
     compute,
     max,
@@ -51,6 +54,9 @@ __all__ = [
     "abs",
     "all",
     "any",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
     "cast",
     "ceil",
     "comm_reducer",

@@ -19,32 +19,38 @@ from loom.te.tensor import (
     Range,
     Reduce,
     Tensor,
+    as_int,
     check_dtype,
     make_axis,
     normalize_shape,
 )
 
 
-def placeholder(shape, dtype: str | DataType = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor."""
+def placeholder(
+    shape, dtype: str | DataType | None = "float32", name: str = "placeholder"
+) -> Tensor:
+    """An input tensor. Its dimensions are ints (any integral: np.int64 too); dtype None means
+    float32, as in TVM."""
     return PlaceholderOp(
         name, normalize_shape(shape, f"placeholder {name}"), check_dtype(dtype)
     ).output(0)
 
 
-def var(name: str = "v", dtype: str | DataType = "int32") -> Var:
-    """A scalar parameter (pass it in the argument list of lower/build)."""
-    return Var(name, check_dtype(dtype))
+def var(name: str = "v", dtype: str | DataType | None = "int32") -> Var:
+    """A scalar parameter (pass it in the argument list of lower/build); dtype None means
+    int32."""
+    return Var(name, check_dtype(dtype, "int32"))
 
 
 def reduce_axis(dom, name: str = "rv") -> IterVar:
-    """A reduction axis over `dom`: an int n (0..n-1), a (begin, end) pair, or a Range."""
-    if isinstance(dom, int):
-        rng = Range(IntImm(0), IntImm(dom))
+    """A reduction axis over `dom`: an int n (0..n-1), a (begin, end) pair, or a Range (ints may
+    be any integral, np.int64 too)."""
+    if as_int(dom) is not None:
+        rng = Range(IntImm(0), IntImm(as_int(dom)))
     elif isinstance(dom, Range):
         rng = dom
     elif isinstance(dom, tuple | list) and len(dom) == 2:
-        rng = Range.from_bounds(*dom)
+        rng = Range.from_bounds(*[b if as_int(b) is None else as_int(b) for b in dom])
     else:
         raise TypeError(f"reduce_axis domain must be an int, (begin, end) or Range, got {dom!r}")
     for part in (rng.min, rng.extent):
@@ -119,12 +125,28 @@ def _prod_identity(dt: DataType) -> PrimExpr:
     return irop.const(1, dt)
 
 
+def _bits_identity(name: str, ones: bool) -> Callable[[DataType], PrimExpr]:
+    """The identity of a bitwise reducer: every bit set (and) or none (or, xor)."""
+
+    def identity(dt: DataType) -> PrimExpr:
+        if not (dt.is_integer or dt.is_bool):
+            raise TypeError(f"te.{name} reduces integers or bools, got {dt}")
+        if not ones:
+            return irop.const(0, dt)
+        return irop.const(1 if dt.is_bool else (dt.max_value() if dt.is_uint else -1), dt)
+
+    return identity
+
+
 def comm_reducer(
     fcombine: Callable[[PrimExpr, PrimExpr], PrimExpr],
     fidentity: Callable[[DataType], PrimExpr],
     name: str = "reduce",
 ) -> CommReducer:
-    """A reducer from a commutative, associative `fcombine(acc, x)` and its identity."""
+    """A reducer from a commutative, associative `fcombine(acc, x)` and its identity.
+
+    `reducer(x, axis)` reduces over reduction axes; `reducer(a, b)` (no axis) combines two
+    values, as TVM's reducers do: `te.max(a, b)`, `te.bitwise_and(a, b)`."""
     return CommReducer(name, fcombine, fidentity)
 
 
@@ -132,3 +154,9 @@ sum = comm_reducer(irop.add, _sum_identity, "sum")
 prod = comm_reducer(irop.mul, _prod_identity, "prod")
 max = comm_reducer(irop.max_, irop.min_value, "max")
 min = comm_reducer(irop.min_, irop.max_value, "min")
+bitwise_and = comm_reducer(irop.bitwise_and, _bits_identity("bitwise_and", True), "bitwise_and")
+bitwise_or = comm_reducer(irop.bitwise_or, _bits_identity("bitwise_or", False), "bitwise_or")
+bitwise_xor = comm_reducer(irop.bitwise_xor, _bits_identity("bitwise_xor", False), "bitwise_xor")
+# No shift reducer: `<<` is neither associative nor commutative ((1 << 2) << 3 != 1 << (2 << 3)),
+# so its result would depend on the order a schedule visits the axis. Shift once by a sum:
+# x << te.sum(s[k], axis=k).

@@ -377,15 +377,38 @@ class Schedule:
                     frontier.append(r)
         return False
 
-    def _replace_dataflow(self, mapping: dict[Operation, Operation]) -> None:
-        """Rewrite every stage to read the replacement of each replaced operation."""
-        for stage in self.stages:
-            new_op = _replace_reads(stage.op, mapping)
-            if new_op is not stage.op:
-                mapping[stage.op] = new_op
-                if stage.is_output:
-                    self.outputs = [new_op if o is stage.op else o for o in self.outputs]
-                stage.op = new_op
+    def _replace_dataflow(
+        self,
+        mapping: dict[Operation, Operation],
+        only: dict[Stage, dict[Operation, Operation]] | None = None,
+    ) -> None:
+        """Rewrite every stage to read the current operation of each replaced one.
+
+        `mapping` maps replaced operations to their replacements; `only` adds, for some stages,
+        replacements that apply to that stage alone (cache_read: its readers read the cache).
+        A stage whose rule changes gets a new operation, which its own readers must then read,
+        and so on transitively: when an operation is replaced again, every entry that pointed
+        at it points at the newest one, so a reader of any version of a stage reads the
+        version the schedule holds. The stage list, the outputs and (through the stages) the
+        attach points then name only current operations."""
+        mapping = dict(mapping)
+        only = only or {}
+        changed = True
+        while changed:  # one pass suffices in producer-first order; loop in case it is not
+            changed = False
+            for stage in self.stages:
+                old = stage.op
+                rules = {**mapping, **only[stage]} if stage in only else mapping
+                new = _replace_reads(old, rules)
+                if new is old:
+                    continue
+                changed = True
+                for key, value in mapping.items():
+                    if value is old:
+                        mapping[key] = new
+                mapping[old] = new
+                stage.op = new
+                self.outputs = [new if o is old else o for o in self.outputs]
 
     def cache_read(
         self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]
@@ -407,14 +430,7 @@ class Schedule:
         cache_stage = Stage(cache.op, self, is_output=False)
         cache_stage.scope = scope
         self.stages.insert(self.stages.index(source) + 1, cache_stage)
-        mapping: dict[Operation, Operation] = {}
-        for r in reader_stages:
-            new_op = _replace_reads(r.op, {source.op: cache.op})
-            mapping[r.op] = new_op
-            if r.is_output:
-                self.outputs = [new_op if o is r.op else o for o in self.outputs]
-            r.op = new_op
-        self._replace_dataflow(mapping)
+        self._replace_dataflow({}, only={r: {source.op: cache.op} for r in reader_stages})
         return cache
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:

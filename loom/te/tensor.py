@@ -8,8 +8,11 @@ computations with the same body are still two stages of a schedule.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+
+import numpy as np
 
 from loom.abi.dtype import DataType, dtype
 from loom.errors import LoomError
@@ -210,9 +213,12 @@ class CommReducer:
     combine: Callable[[PrimExpr, PrimExpr], PrimExpr]
     identity: Callable[[DataType], PrimExpr]
 
-    def __call__(self, source, axis, where=None, init=None) -> Reduce:
-        """Reduce `source` over `axis` (an IterVar or a list of them), where `where` holds."""
+    def __call__(self, source, axis, where=None, init=None) -> PrimExpr:
+        """Reduce `source` over `axis` (an IterVar or a list of them), where `where` holds; or,
+        with a value instead of axes, combine the two values (`te.max(a, b)`, as in TVM)."""
         source = irop.convert(source)
+        if where is None and init is None and not isinstance(axis, IterVar | list | tuple):
+            return self.combine(source, irop.convert(axis))
         axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
         for a in axes:
             if not isinstance(a, IterVar) or not a.is_reduce:
@@ -220,6 +226,8 @@ class CommReducer:
         cond = irop.const(True) if where is None else irop.condition(where, "reduction where")
         if init is not None:
             init = irop.cast(irop.convert(init), source.dtype)
+        else:
+            self.identity(source.dtype)  # a reducer refuses dtypes it cannot reduce here
         return Reduce(self, source, axes, cond, init)
 
     def __repr__(self) -> str:
@@ -268,26 +276,43 @@ def make_axis(shape: Sequence[int], names: Sequence[str]) -> tuple[IterVar, ...]
     )
 
 
+def as_int(value) -> int | None:
+    """`value` as a Python int if it is an int, an integer IntImm or any other integral
+    (numpy's np.int64, ...: what operator.index takes), but not a bool; else None."""
+    if isinstance(value, IntImm):
+        return None if value.dtype.is_bool else value.value
+    if isinstance(value, bool | np.bool_):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def normalize_shape(shape, what: str) -> tuple[int, ...]:
-    if isinstance(shape, int | IntImm):
+    if as_int(shape) is not None:
         shape = (shape,)
+    try:
+        dims = list(shape)
+    except TypeError:
+        raise TypeError(f"{what} shape must be a tuple of ints, got {shape!r}") from None
     out = []
-    for s in shape:
-        if isinstance(s, IntImm):
-            s = s.value
-        if isinstance(s, bool) or not isinstance(s, int):
+    for s in dims:
+        n = as_int(s)
+        if n is None:
             raise TypeError(
                 f"{what} shape must be a tuple of ints, got {s!r} (loom supports "
                 "constant shapes only)"
             )
-        if s <= 0:
-            raise ValueError(f"{what} shape dimensions must be positive, got {s}")
-        out.append(s)
+        if n <= 0:
+            raise ValueError(f"{what} shape dimensions must be positive, got {n}")
+        out.append(n)
     return tuple(out)
 
 
-def check_dtype(dt) -> DataType:
-    d = dtype(dt)
+def check_dtype(dt, default: str = "float32") -> DataType:
+    """A tensor's element type; None means `default` (float32 for tensors, as in TVM)."""
+    d = dtype(default if dt is None else dt)
     if d.is_vector or d.is_handle:
         raise TypeError(f"tensor dtype must be a scalar element type, got {d}")
     return d

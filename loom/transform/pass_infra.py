@@ -188,6 +188,12 @@ register_config(
     _check_bool("tir.disable_vectorize"),
     "run vectorized loops as serial loops",
 )
+register_config(
+    "tir.disable_bound_checks",
+    _check_bool("tir.disable_bound_checks"),
+    "add no run-time checks of buffer indices (check_bounds); out-of-range accesses the "
+    "build can prove are still errors",
+)
 
 _local = threading.local()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from loom.transform.check_bounds import check_bounds
 from loom.transform.flatten_buffer import flatten_buffer
 from loom.transform.legalize import legalize
 from loom.transform.lower_memory import lower_memory_scopes
@@ -27,6 +28,7 @@ class Phase:
 LOWER = [
     Phase("schedule"),  # loops as the schedule made them, N-d buffers
     simplify,
+    check_bounds,  # each N-d access proven in range, a build error, or checked at run time
     flatten_buffer,
     Phase("flatten"),  # 1-d buffer accesses
     vectorize_loop,

@@ -3,21 +3,33 @@
 Afterwards no `For` of kind vectorized is left. The loop variable becomes `ramp(min, 1, lanes)`;
 expressions that depend on it become vector expressions, buffer accesses vector loads/stores.
 A lane-dependent condition becomes a predicate on the stores (and loads) it guards, so a guarded
-tail (a split whose factor does not divide) becomes a masked store. Whenever the body cannot be
+tail (a split whose factor does not divide) becomes a masked store; the loop around such a vector
+loop is first peeled (`_peel_tail`), so that the iterations where the guard provably holds run
+unmasked and only the last, partial vector is masked (or, for a target whose masked loads are
+not safe, such as Hexagon's, runs as a serial loop: a lane-by-lane guarded load costs more than
+scalar code). Whenever the body cannot be
 vectorized without changing its meaning (a store whose index does not depend on the loop, a
 buffer read at another index than it is written, an extern call, an allocation, a nested vector
 loop), the loop runs as a serial loop instead. With "tir.disable_vectorize", every vectorized
 loop runs serially.
+
+A vectorized loop longer than `VECTOR_REGISTERS` vector registers of its narrowest element type
+(the target's registers; 64 bytes without a target) runs in chunks of that many lanes: a loop
+over the chunks (unrolled when there are at most `UNROLLED_CHUNKS`), then one shorter vector for
+the remainder. LLVM's code generator takes time superlinear in a vector's lanes (4096 int8 lanes
+build in about 6 s, 65,536 abort LLVM). Any vector of more than `MAX_LANES` lanes that reaches
+this pass with a target (hand-written IR) is refused.
 """
 
 from __future__ import annotations
 
+from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.op import logical_and, logical_not
-from loom.ir.simplify import simplify_stmt
+from loom.ir.op import add, logical_and, logical_not, mul
+from loom.ir.simplify import can_prove, simplify_stmt
 from loom.ir.stmt import (
     AssertStmt,
     AttrStmt,
@@ -31,8 +43,18 @@ from loom.ir.stmt import (
     Stmt,
     seq,
 )
-from loom.ir.visitor import Mutator, post_order_visit
+from loom.ir.visitor import Mutator, Visitor, free_vars, post_order_visit, substitute
 from loom.transform.pass_infra import Pass, PassContext, register_pass
+
+VECTOR_REGISTERS = 4
+"""A vector covers at most this many vector registers of its loop's narrowest element type."""
+UNROLLED_CHUNKS = 8
+"""A wide loop split into at most this many full chunks has its chunk loop unrolled."""
+DEFAULT_VECTOR_BYTES = 64
+"""The register width assumed without a target (AVX-512's, the widest of loom's CPUs)."""
+MAX_LANES = 1024
+"""No vector in a module built for a target has more lanes (1024 int8 lanes build in about
+1 s; see docs/schedules.md)."""
 
 
 class _CannotVectorize(Exception):
@@ -274,13 +296,153 @@ def _loop_bound(loop: For) -> dict[Var, IntBound]:
     return {loop.loop_var: IntBound(lo.lo, lo.hi + n.hi - 1)}
 
 
+# -- peeling the tail: full vectors unguarded, the last partial one masked -------------------
+def _likely_condition(s: IfThenElse) -> PrimExpr | None:
+    """The condition of `if (likely(c)) ...` without an else (how lowering guards a split that
+    does not divide), or None."""
+    c = s.condition
+    if s.else_case is None and isinstance(c, E.Call) and c.op == "likely" and len(c.args) == 1:
+        return c.args[0]
+    return None
+
+
+class _LaneGuards(Visitor):
+    """The likely-guards inside vector loops under a loop that depend on both that loop's
+    variable and a vector lane, each with the bounds of the loops around it and the vector
+    loops around it."""
+
+    def __init__(self, var: Var, var_bounds: dict[Var, IntBound]):
+        self.var = var
+        self.bounds = dict(var_bounds)
+        self.vector_loops: tuple[For, ...] = ()
+        self.found: list[tuple[IfThenElse, PrimExpr, dict[Var, IntBound], tuple[For, ...]]] = []
+
+    def visit_For(self, s: For) -> None:
+        saved = self.bounds, self.vector_loops
+        self.bounds = {**self.bounds, **_loop_bound(s)}
+        if s.kind == ForKind.VECTORIZED:
+            self.vector_loops += (s,)
+        self.visit(s.body)
+        self.bounds, self.vector_loops = saved
+
+    def visit_IfThenElse(self, s: IfThenElse) -> None:
+        cond = _likely_condition(s)
+        if cond is not None and self.vector_loops:
+            used = free_vars(cond)
+            if self.var in used and any(v.loop_var in used for v in self.vector_loops):
+                self.found.append((s, cond, self.bounds, self.vector_loops))
+        self.generic_visit(s)
+
+
+def _full_iterations(cond: PrimExpr, var: Var, lo: int, n: int, bounds: dict) -> int:
+    """The largest k <= n such that `cond` provably holds while `var` is in [lo, lo + k)."""
+
+    def holds(k: int) -> bool:
+        return can_prove(cond, {**bounds, var: IntBound(lo, lo + k - 1)})
+
+    if not holds(1):
+        return 0
+    good, bad = 1, n + 1  # holds(good), not holds(bad) (n + 1: beyond the loop)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if holds(mid) else (good, mid)
+    return good
+
+
+class _DropGuards(Mutator):
+    def __init__(self, guards: set[int]):
+        self.guards = guards
+
+    def visit_IfThenElse(self, s: IfThenElse) -> Stmt:
+        if id(s) in self.guards:
+            return self.visit(s.then_case)
+        return self.generic_mutate(s)
+
+
+class _SerialLoops(Mutator):
+    def __init__(self, loops: set[int]):
+        self.loops = loops
+
+    def visit_For(self, s: For) -> Stmt:
+        new = self.generic_mutate(s)
+        return new.replace(kind=ForKind.SERIAL) if id(s) in self.loops else new
+
+
+def _peel_tail(
+    loop: For, var_bounds: dict[Var, IntBound], serial_tail: bool = False
+) -> Stmt | None:
+    """`loop` split in two where the lane guards of the vector loops inside it stop holding
+    (the guard of a split whose factor does not divide the extent): its first iterations without
+    those guards (whole vectors, unmasked), then the rest with them (the last, partial vector,
+    masked; with `serial_tail`, those vector loops run serially there), as the loop's body with
+    the variable replaced when one iteration is left. None if no such guard holds for the first
+    iteration."""
+    if (
+        loop.kind == ForKind.VECTORIZED
+        or not isinstance(loop.min, IntImm)
+        or not isinstance(loop.extent, IntImm)
+        or loop.extent.value < 2
+    ):
+        return None
+    finder = _LaneGuards(loop.loop_var, var_bounds)
+    finder.visit(loop.body)
+    lo, n = loop.min.value, loop.extent.value
+    full: dict[int, int] = {}  # guard -> iterations it holds for (from the loop's start)
+    for node, cond, bounds, _ in finder.found:
+        k = _full_iterations(cond, loop.loop_var, lo, n, bounds)
+        full[id(node)] = min(k, full.get(id(node), k))
+    full = {g: k for g, k in full.items() if k}
+    if not full:
+        return None
+    k = min(full.values())
+    dtype = loop.loop_var.dtype
+    head = loop.replace(extent=IntImm(k, dtype), body=_DropGuards(set(full)).visit(loop.body))
+    if k == n:  # the guards hold everywhere
+        return head
+    body = loop.body
+    if serial_tail:
+        masked = {id(v) for node, _, _, loops in finder.found if id(node) in full for v in loops}
+        body = _SerialLoops(masked).visit(body)
+    if n - k == 1:
+        tail = substitute(body, {loop.loop_var: IntImm(lo + k, dtype)})
+    else:
+        var = loop.loop_var.copy_with_name(loop.loop_var.name)
+        tail = loop.replace(
+            loop_var=var,
+            min=IntImm(lo + k, dtype),
+            extent=IntImm(n - k, dtype),
+            body=substitute(body, {loop.loop_var: var}),
+        )
+    return seq(head, tail)
+
+
 class _VectorizeLoops(Mutator):
-    def __init__(self, enabled: bool):
+    def __init__(
+        self,
+        enabled: bool,
+        vector_bytes: int = DEFAULT_VECTOR_BYTES,
+        masked_loads_safe: bool = True,
+    ):
         self.enabled = enabled
+        self.vector_bytes = vector_bytes
+        self.serial_tail = not masked_loads_safe
         self.var_bounds: dict[Var, IntBound] = {}
+        self.in_pragma = 0  # a pragma's copy nest keeps its loop structure: no peeling there
+
+    def visit_AttrStmt(self, s: AttrStmt) -> Stmt:
+        pragma = s.key.startswith("pragma_")
+        self.in_pragma += pragma
+        try:
+            return self.generic_mutate(s)
+        finally:
+            self.in_pragma -= pragma
 
     def visit_For(self, loop: For) -> Stmt:
         self.var_bounds.update(_loop_bound(loop))
+        if self.enabled and not self.in_pragma:
+            peeled = _peel_tail(loop, self.var_bounds, self.serial_tail)
+            if peeled is not None:
+                return self.visit(peeled)
         loop = self.generic_mutate(loop)
         if loop.kind != ForKind.VECTORIZED:
             return loop
@@ -292,16 +454,75 @@ class _VectorizeLoops(Mutator):
             or not _reads_match_writes(loop.body)
         ):
             return serial
+        n = loop.extent.value
+        lanes = max_lanes(loop.body, self.vector_bytes)
         try:
-            vectorizer = _Vectorizer(loop.loop_var, loop.min, loop.extent.value, self.var_bounds)
-            body = vectorizer.stmt(loop.body, None)
+            if n <= lanes:
+                return self._vectorize(loop, loop.min, n)
+            return self._chunked(loop, n, lanes)
         except _CannotVectorize:
             return serial
-        return simplify_stmt(body)
+
+    def _vectorize(self, loop: For, start: PrimExpr, lanes: int) -> Stmt:
+        """The body for the `lanes` iterations from `start`, as vector code."""
+        if lanes == 1:
+            return simplify_stmt(substitute(loop.body, {loop.loop_var: start}))
+        vectorizer = _Vectorizer(loop.loop_var, start, lanes, self.var_bounds)
+        return simplify_stmt(vectorizer.stmt(loop.body, None))
+
+    def _chunked(self, loop: For, n: int, lanes: int) -> Stmt:
+        """A loop over chunks of `lanes` lanes, then a vector for the remaining n % lanes."""
+        dt = loop.loop_var.dtype
+        count, rest = divmod(n, lanes)
+        chunk = Var(f"{loop.loop_var.name}.chunk", dt)
+        start = add(loop.min, mul(chunk, IntImm(lanes, dt)))
+        kind = ForKind.UNROLLED if count <= UNROLLED_CHUNKS else ForKind.SERIAL
+        body = self._vectorize(loop, start, lanes)
+        parts = [For(chunk, IntImm(0, dt), IntImm(count, dt), kind, body)]
+        if rest:
+            tail_start = add(loop.min, IntImm(count * lanes, dt))
+            parts.append(self._vectorize(loop, tail_start, rest))
+        return seq(*parts)
 
 
-def vectorize_func(func: PrimFunc, enabled: bool = True) -> PrimFunc:
-    return func.with_body(_VectorizeLoops(enabled).visit(func.body))
+def max_lanes(body: Stmt, vector_bytes: int) -> int:
+    """The most lanes a vectorized loop with this body gets at once: `VECTOR_REGISTERS`
+    registers of `vector_bytes` of the narrowest element the body loads or stores."""
+    sizes = []
+
+    def record(n) -> None:
+        if isinstance(n, E.BufferLoad | BufferStore) and not n.buffer.dtype.is_bool:
+            sizes.append(n.buffer.dtype.itemsize)
+
+    post_order_visit(body, record)
+    narrowest = min(sizes, default=4)
+    return max(2, min(MAX_LANES, VECTOR_REGISTERS * vector_bytes // narrowest))
+
+
+def check_lanes(mod: IRModule) -> None:
+    """Refuse a vector of more than MAX_LANES lanes anywhere in `mod`."""
+    for func in mod:
+
+        def check(n, func=func) -> None:
+            dt = getattr(n, "dtype", None)
+            if dt is not None and dt.lanes > MAX_LANES:
+                raise LoomError(
+                    f"function {func.name}: a vector of {dt.lanes} lanes ({dt}) is wider than "
+                    f"the limit of {MAX_LANES} lanes (docs/schedules.md); "
+                    "vectorize a loop of at most that many iterations"
+                )
+
+        post_order_visit(func.body, check)
+
+
+def vectorize_func(
+    func: PrimFunc,
+    enabled: bool = True,
+    vector_bytes: int = DEFAULT_VECTOR_BYTES,
+    masked_loads_safe: bool = True,
+) -> PrimFunc:
+    vectorizer = _VectorizeLoops(enabled, vector_bytes, masked_loads_safe)
+    return func.with_body(vectorizer.visit(func.body))
 
 
 def _run(mod: IRModule) -> IRModule:
@@ -311,7 +532,12 @@ def _run(mod: IRModule) -> IRModule:
     enabled = not PassContext.current().get_config("tir.disable_vectorize", False) and (
         target is None or target.takes_vector_ir
     )
-    return mod.map_functions(lambda f: vectorize_func(f, enabled))
+    vector_bytes = DEFAULT_VECTOR_BYTES if target is None else target.vector_bytes
+    safe = target is None or target.masked_loads_are_safe
+    out = mod.map_functions(lambda f: vectorize_func(f, enabled, vector_bytes, safe))
+    if target is not None:
+        check_lanes(out)
+    return out
 
 
 vectorize_loop = register_pass(Pass("vectorize_loop", _run))

@@ -87,7 +87,7 @@ def captures_every_dtype() -> PrimFunc:
     x, n, d, m = Var("x", "float32"), Var("n"), Var("d", "float64"), Var("m")
     h, flag, q, u = Var("h", "float16"), Var("flag", "bool"), Var("q", "int8"), Var("u", "uint64")
     p = Var("p", "handle")
-    P = decl_buffer((16,), "float32", "P").replace(data=p)
+    P = decl_buffer((24,), "float32", "P").replace(data=p)  # A[8:32]
     i = Var("i", "int64")
     f32 = "float32"
     value = (

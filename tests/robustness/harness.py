@@ -41,7 +41,11 @@ except Exception as e:
     outcome["message"] = str(e)
     outcome["clear"] = isinstance(e, (loom.LoomError, TypeError, ValueError))
     outcome["traceback"] = traceback.format_exc()
-outcome["still_works"] = kernel_still_works()
+try:
+    outcome["still_works"] = kernel_still_works()
+except Exception as e:
+    outcome["still_works"] = False
+    outcome["after"] = f"{{type(e).__name__}}: {{e}}"
 print("OUTCOME " + json.dumps(outcome))
 """
 

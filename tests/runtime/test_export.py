@@ -1,15 +1,19 @@
 """export_library / load_module: round trips through a new process, .tar exports, corrupt and
 foreign files refused before anything runs, loom inspect, cross-compiled exports."""
 
+import io
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
 import loom
-from loom import LoomError, te
+from loom import LoomError, abi, te
+from loom.cli import format_report, inspect_library
 from loom.runtime import artifact, elf
 from loom.runtime.load import read_library
 from tests.programs import seed_program
@@ -140,6 +144,10 @@ def test_flipped_payload_byte_is_a_checksum_error(tmp_path):
     at = data.index(PAYLOAD) + 100
     data[at] ^= 0x01
     path.write_bytes(bytes(data))
+    with pytest.raises(artifact.ArtifactError, match=r"fails its whole-file checksum"):
+        loom.runtime.load_module(path)
+    # behind the whole-file checksum, the payload's own checksum still holds
+    path.write_bytes(artifact.seal(bytes(data[: -artifact.SEAL_SIZE])))
     with pytest.raises(
         artifact.ArtifactError,
         match=r"payload 0 \(type 'test_blob'\) \(1042 "
@@ -164,7 +172,7 @@ def test_newer_format_version_is_refused(tmp_path):
     data[section.offset + 8 : section.offset + 12] = (artifact.FORMAT_VERSION + 1).to_bytes(
         4, "little"
     )
-    path.write_bytes(bytes(data))
+    path.write_bytes(artifact.seal(bytes(data[: -artifact.SEAL_SIZE])))
     with pytest.raises(
         artifact.ArtifactError,
         match=r"has loom artifact format version 2; this "
@@ -275,3 +283,298 @@ def test_aarch64_export_is_an_aarch64_elf(tmp_path):
     loaded = loom.runtime.load_module(path)  # readable here, but not runnable on x86-64
     with pytest.raises(LoomError, match=r"cannot run in this process"):
         loaded["add"]
+
+
+def test_a_file_without_the_whole_file_checksum_is_refused(tmp_path):
+    """What a loom that did not checksum whole files wrote: the trailer is missing."""
+    path = seed_library(tmp_path)
+    path.write_bytes(path.read_bytes()[: -artifact.SEAL_SIZE])
+    with pytest.raises(
+        artifact.ArtifactError, match=r"does not end with loom's whole-file checksum.*export it"
+    ):
+        loom.runtime.load_module(path)
+    with pytest.raises(artifact.ArtifactError, match=r"whole-file checksum"):
+        read_library(path, require_loaders=False)
+
+
+def test_export_refuses_link_options_for_a_tar(tmp_path):
+    with pytest.raises(LoomError, match=r"options= are for a \.so; a \.tar is linked when loaded"):
+        build_scale().export_library(tmp_path / "x.tar", options=["-Wl,-z,now"])
+    assert not (tmp_path / "x.tar").exists()
+
+
+# -- .tar exports: verified before any member is used ---------------------------------------------
+def tar_members(path: pathlib.Path) -> list[tuple[tarfile.TarInfo, bytes]]:
+    body = artifact.unseal(path.read_bytes())
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        return [(info, tar.extractfile(info).read()) for info in tar]
+
+
+def write_tar(path: pathlib.Path, members, after: bytes = b"") -> None:
+    """A tar of (TarInfo, bytes or None) members, sealed as export_library seals: what
+    someone who can rewrite the checksum could make, so the checks behind it are tested."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for info, data in members:
+            if data is None:
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(artifact.seal(out.getvalue() + after))
+
+
+def _manifest_edit(edit):
+    def change(members):
+        out = []
+        for info, data in members:
+            if info.name == "loom_link.json":
+                data = edit(json.loads(data))
+                data = data if isinstance(data, bytes) else json.dumps(data).encode()
+            out.append((info, data))
+        return out
+
+    return change
+
+
+def _rename(old, new):
+    return lambda members: [(tarfile.TarInfo(new) if i.name == old else i, d) for i, d in members]
+
+
+def _special(name, kind, linkname=""):
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, linkname
+    return lambda members: [(i, d) for i, d in members if i.name != name] + [(info, None)]
+
+
+def _replace(name, data):
+    return lambda members: [(i, data if i.name == name else d) for i, d in members]
+
+
+def _other_producer(blob: bytes) -> bytes:
+    art = artifact.unpack(blob)
+    return artifact.pack(art.metadata | {"producer": "someone else"}, list(art.payloads))
+
+
+TAMPERINGS = {
+    "manifest not JSON": (_manifest_edit(lambda m: b"{objects: "), r"is not valid JSON"),
+    "manifest not UTF-8": (_manifest_edit(lambda m: b'{"\xff": 1}'), r"is not valid JSON"),
+    "manifest a list": (_manifest_edit(lambda m: [m]), r"malformed: expected an object"),
+    "manifest without a key": (
+        _manifest_edit(lambda m: {k: v for k, v in m.items() if k != "triple"}),
+        r"malformed: expected an object with the keys",
+    ),
+    "link flags in the manifest": (
+        _manifest_edit(lambda m: m | {"link_flags": ["-o", "/tmp/loom-test-elsewhere.so"]}),
+        r"malformed: expected an object with the keys .*'link_flags'",
+    ),
+    "absolute object in the manifest": (
+        _manifest_edit(lambda m: m | {"objects": ["/usr/lib/x86_64-linux-gnu/crt1.o"]}),
+        r"'objects' must be \.o members ending with loom_artifact\.o",
+    ),
+    "object listed but absent": (
+        _manifest_edit(lambda m: m | {"objects": ["other.o", *m["objects"]]}),
+        r"members do not match loom_link\.json: missing \['other\.o'\]",
+    ),
+    "a member listed twice": (
+        _manifest_edit(lambda m: m | {"sources": m["sources"] + m["sources"][:1]}),
+        r"a member is listed twice",
+    ),
+    "format 2": (
+        _manifest_edit(lambda m: m | {"format": 2}),
+        r"format 2: this loom reads format 1",
+    ),
+    "format true": (_manifest_edit(lambda m: m | {"format": True}), r"format True"),
+    "not a triple": (
+        _manifest_edit(lambda m: m | {"triple": "x86_64 -o /tmp/x"}),
+        r"triple 'x86_64 -o /tmp/x' is not a target triple",
+    ),
+    "another machine's triple": (
+        _manifest_edit(lambda m: m | {"triple": "aarch64-linux-gnu"}),
+        r"member module0_llvm\.o is not a relocatable aarch64-linux-gnu object",
+    ),
+    "absolute member name": (
+        _rename("module0_llvm.o", "/tmp/module0_llvm.o"),
+        r"member name '/tmp/module0_llvm\.o' is not a plain file name",
+    ),
+    "dot-dot member name": (
+        _rename("module0_llvm.ll", "../module0_llvm.ll"),
+        r"member name '\.\./module0_llvm\.ll' is not a plain file name",
+    ),
+    "member in a directory": (
+        _rename("module0_llvm.ll", "src/module0_llvm.ll"),
+        r"member name 'src/module0_llvm\.ll' is not a plain file name",
+    ),
+    "symlink member": (
+        _special("module0_llvm.ll", tarfile.SYMTYPE, "/etc/passwd"),
+        r"member 'module0_llvm\.ll' is not a regular file",
+    ),
+    "hard link member": (
+        _special("module0_llvm.ll", tarfile.LNKTYPE, "loom_link.json"),
+        r"member 'module0_llvm\.ll' is not a regular file",
+    ),
+    "directory member": (
+        _special("module0_llvm.ll", tarfile.DIRTYPE),
+        r"member 'module0_llvm\.ll' is not a regular file",
+    ),
+    "extra member": (
+        lambda members: [*members, (tarfile.TarInfo("notes.txt"), b"hello")],
+        r"not listed \['notes\.txt'\]",
+    ),
+    "missing member": (
+        lambda members: [(i, d) for i, d in members if i.name != "module0_llvm.ll"],
+        r"missing \['module0_llvm\.ll'\]",
+    ),
+    "duplicate member": (
+        lambda members: [*members, members[-1]],
+        r"member 'loom_link\.json' appears twice",
+    ),
+    "object that is not ELF": (
+        _replace("module0_llvm.o", b"not an object"),
+        r"member module0_llvm\.o: not an ELF file",
+    ),
+    "artifact that differs from its object": (
+        lambda members: [
+            (i, _other_producer(d) if i.name == "loom_artifact.bin" else d) for i, d in members
+        ],
+        r"loom_artifact\.o does not hold the artifact",
+    ),
+    "damaged artifact": (
+        _replace("loom_artifact.bin", b"LOOMARTF" + b"\xff" * 40),
+        r"loom_artifact\.bin.*(truncated|version)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERINGS))
+def test_tar_members_and_manifest_are_checked_before_any_is_used(tmp_path, monkeypatch, case):
+    from loom.runtime import load
+
+    path = tmp_path / "scale.tar"
+    build_scale().export_library(path)
+    tamper, message = TAMPERINGS[case]
+    write_tar(path, tamper(tar_members(path)))
+
+    def no_link(*args):
+        raise AssertionError(f"linked a refused archive: {args}")
+
+    monkeypatch.setattr(load, "link_objects", no_link)
+    with pytest.raises(artifact.ArtifactError, match=message):
+        loom.runtime.load_module(path)
+    with pytest.raises(artifact.ArtifactError, match=message):  # loom inspect checks the same
+        inspect_library(str(path))
+
+
+def test_tar_with_data_after_its_end_or_not_a_tar(tmp_path):
+    path = tmp_path / "scale.tar"
+    build_scale().export_library(path)
+    write_tar(path, tar_members(path), after=b"\x01" * 512)
+    with pytest.raises(artifact.ArtifactError, match=r"data follows the end of the tar"):
+        loom.runtime.load_module(path)
+    path.write_bytes(artifact.seal(b"plain text, not a tar"))
+    with pytest.raises(artifact.ArtifactError, match=r"is not a readable tar archive"):
+        loom.runtime.load_module(path)
+
+
+def test_an_untampered_rewritten_tar_still_loads(tmp_path):
+    """The tampering tests' tar writer is faithful: its untouched copy loads and runs."""
+    path = tmp_path / "scale.tar"
+    build_scale().export_library(path)
+    write_tar(path, tar_members(path))
+    assert run_in_new_process(CALL_SCALE.format(path=str(path))).split() == ["ok", "llvm", "[]"]
+
+
+def test_tar_is_linked_with_the_registered_libraries_flags_not_the_files(tmp_path):
+    source = tmp_path / "myadd.c"
+    source.write_text("#include <stdint.h>\nint32_t my_add(int32_t x) { return x + 100; }\n")
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libmyadd.so"), str(source)], check=True
+    )
+    register = f"""
+from loom import abi
+flags = ["-L{tmp_path}", "-lmyadd", "-Wl,-rpath,{tmp_path}"]
+abi.register_library(abi.RuntimeLibrary("myadd_test", ("cpu",),
+    symbols=(abi.parse_declaration("int32 my_add(int32 x)"),), link_flags=lambda: flags))
+"""
+    exec(register, {})
+    try:
+        A = te.placeholder((4,), "int32", name="A")
+        B = te.compute((4,), lambda i: loom.ir.op.call_extern("int32", "my_add", A[i]), name="B")
+        path = tmp_path / "uses_myadd.tar"
+        loom.build(te.create_schedule(B.op), [A, B], name="f").export_library(path)
+    finally:
+        abi.unregister_library("myadd_test")
+    manifest = json.loads(dict((i.name, d) for i, d in tar_members(path))["loom_link.json"])
+    assert sorted(manifest) == ["format", "objects", "sources", "triple"]  # no link flags
+    call = f"""
+import numpy as np, loom
+try:
+    mod = loom.runtime.load_module({str(path)!r})
+except loom.LoomError as e:
+    print("refused:", e)
+    raise SystemExit
+a = np.arange(4, dtype=np.int32)
+b = np.zeros(4, np.int32)
+mod["f"](a, b)
+print(b.tolist())
+"""
+    unregistered = run_in_new_process(call)
+    assert "refused: cannot link" in unregistered and "myadd_test" in unregistered
+    assert "import the backend or module that declares them first" in unregistered
+    assert run_in_new_process(register + call).split() == ["[100,", "101,", "102,", "103]"]
+
+
+# -- loom inspect on Hexagon exports and .tar -------------------------------------------------
+def module_section(report: str, header: str) -> list[str]:
+    """The lines of `loom inspect`'s per-module symbol list under `header`, whitespace
+    normalized."""
+    lines = report.splitlines()
+    start = lines.index(f"  {header}")
+    out = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        out.append(" ".join(line.split()))
+    return out
+
+
+@pytest.mark.skipif(
+    not (shutil.which("clang") and shutil.which("ld.lld")),
+    reason="needs clang and ld.lld: run `make setup` (Debian packages clang, lld)",
+)
+@pytest.mark.parametrize("suffix", [".so", ".tar"])
+def test_loom_inspect_shows_the_hexagon_payloads_vtcm_symbols(tmp_path, suffix):
+    path = tmp_path / f"seed_hexagon{suffix}"
+    program = seed_program()
+    loom.build(*program, target=loom.target.hexagon("v66"), name="alloc_vtcm").export_library(path)
+    out = subprocess.run(
+        [loom_command(), "inspect", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "hexagon (payload of" in out and "integrity: sha256 of its first" in out
+    hexagon = module_section(out, "[hexagon] payload #0:")
+    for symbol in ("HexagonBackendAllocateVTCM", "HexagonBackendFreeVTCM"):
+        assert f"{symbol} <- loom_device_runtime" in hexagon, out
+    assert module_section(out, "[llvm] linked code:") == ["none"]
+    info = inspect_library(str(path))
+    assert info["kind"] == ("tar" if suffix == ".tar" else "shared object")
+    assert {"symbol": "HexagonBackendAllocateVTCM", "provider": "loom_device_runtime"} in info[
+        "modules"
+    ][1]["undefined_symbols"]
+
+
+@pytest.mark.parametrize("target", ["llvm", "c"])
+def test_loom_inspect_reads_a_tar_export_as_its_so(tmp_path, target):
+    mod = loom.build(*seed_program(), name="alloc_vtcm", target=target)
+    mod.export_library(tmp_path / "seed.so")
+    mod.export_library(tmp_path / "seed.tar")
+    so, tar = (inspect_library(str(tmp_path / f"seed.{s}")) for s in ("so", "tar"))
+    assert tar["kind"] == "tar" and tar["machine"] == so["machine"] == "x86-64"
+    assert tar["modules"] == so["modules"]
+    symbols = {u["symbol"]: u["provider"] for u in so["modules"][0]["undefined_symbols"]}
+    assert {"HexagonBackendAllocateVTCM", "HexagonBackendFreeVTCM"} <= set(symbols)
+    assert None not in symbols.values(), symbols
+    report = format_report(tar)
+    assert "loom .tar export of x86-64 objects (linked when loaded)" in report
+    assert "HexagonBackendAllocateVTCM <- loom_host_runtime" in module_section(
+        report, f"[{target}] linked code:"
+    )

@@ -82,9 +82,9 @@ def test_print_after_all_instrument():
     with PassContext(instruments=[PrintAfterAll(out)]):
         loom.lower(*simple(), name="f")
     text = out.getvalue()
-    for name in ("simplify", "flatten_buffer", "vectorize_loop", "unroll_loop"):
+    for name in ("simplify", "check_bounds", "flatten_buffer", "vectorize_loop", "unroll_loop"):
         assert f"# IR after {name}" in text
-    assert text.count("@f = primfn") == 5
+    assert text.count("@f = primfn") == 6
 
 
 def test_disable_vectorize_gives_serial_loops_with_same_result():

@@ -32,6 +32,7 @@ def test_lower_order():
     assert names(LOWER) == [
         "<schedule>",
         "simplify",
+        "check_bounds",
         "flatten_buffer",
         "<flatten>",
         "vectorize_loop",
@@ -72,6 +73,7 @@ def test_expand_puts_backend_passes_then_user_passes_at_their_phase():
     assert names(expand(LOWER, ctx, backend)) == [
         "user_schedule",
         "simplify",
+        "check_bounds",
         "flatten_buffer",
         "backend_flatten",
         "user_flatten",

@@ -21,6 +21,7 @@ class LLVMBackend(Backend):
     vector_ir = True
     partitions = False
     replaceable = False
+    options = (*Backend.options, "llvm-loop-vectorize")  # codegen/llvm/emit.py: loop_vectorize
 
     def libraries(self):
         return _LIBRARIES

@@ -38,9 +38,29 @@ def target_machine(target: Target) -> llvm.TargetMachine:
     )
 
 
+LOOP_VECTORIZE_OPTION = "llvm-loop-vectorize"
+"""Target option: 1 runs LLVM's loop vectorizer in the optimization pipeline, 0 (the default)
+does not (docs/native.md, "What loom asks of LLVM's optimizer")."""
+
+
+def loop_vectorize(target: Target) -> bool:
+    """Whether `optimize` runs LLVM's loop vectorizer for `target` (-llvm-loop-vectorize=0|1).
+
+    Off by default: loom vectorizes loops itself, from schedules, and LLVM 22's loop vectorizer
+    miscompiles loads indexed by a masked induction variable plus an offset (`x[(k & 7) + b]`
+    read as if it were `x[k + b]`) and takes time exponential in the length of a chain of
+    min/max selects (tests/codegen/test_llvm_vectorizer.py has the reduced IR of each)."""
+    value = target.option(LOOP_VECTORIZE_OPTION, "0")
+    if value not in ("0", "1"):
+        raise LoomError(f"target -{LOOP_VECTORIZE_OPTION} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
 def optimize(ir_text: str, target: Target) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
-    """Parse, verify and optimize at the target's opt level (LLVM's default pipeline)."""
+    """Parse, verify and optimize at the target's opt level: LLVM's default pipeline, without
+    its loop vectorizer unless the target says -llvm-loop-vectorize=1 (`loop_vectorize`)."""
     _initialize()
+    vectorize = loop_vectorize(target)
     try:
         module = llvm.parse_assembly(ir_text)
         module.verify()
@@ -51,6 +71,7 @@ def optimize(ir_text: str, target: Target) -> tuple[llvm.ModuleRef, llvm.TargetM
     module.data_layout = str(tm.target_data)
     if target.opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=target.opt_level)
+        pto.loop_vectorization = vectorize
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
     return module, tm

@@ -379,6 +379,9 @@ class FunctionCodegen:
             self.builder.store(value, ptr, align=align)
             return
         mask = self._mask(s.predicate, dt.lanes)
+        if not self.mcg.target.masked_loads_are_safe:
+            self._store_lane_by_lane(value, ptr, contiguous, mask, dt, align)
+            return
         kind = "store" if contiguous else "scatter"
         self.intrinsic(
             f"llvm.masked.{kind}",
@@ -386,6 +389,20 @@ class FunctionCodegen:
             [value, ptr, ir.Constant(I32, align), mask],
             [value.type, ptr.type],
         )
+
+    def _store_lane_by_lane(self, value, ptr, contiguous: bool, mask, dt, align: int) -> None:
+        """A predicated or scattered vector store as one guarded scalar store per lane: LLVM's
+        Hexagon back end cannot select every masked store (it aborts), so loom gives it none."""
+        element = memory_type(dt.element)
+        for lane in range(dt.lanes):
+            k = ir.Constant(I32, lane)
+            if contiguous:
+                address = self.builder.gep(ptr, [ir.Constant(I64, lane)], source_etype=element)
+            else:
+                address = self.builder.extract_element(ptr, k)
+            on = self.builder.extract_element(mask, k)
+            with self.builder.if_then(on):
+                self.builder.store(self.builder.extract_element(value, k), address, align=align)
 
     # -- calls ---------------------------------------------------------------------------------
     def e_Call(self, e: E.Call) -> ir.Value:

@@ -44,6 +44,38 @@ void *loom_alloc(int64_t nbytes, int64_t alignment) {
 
 void loom_free(void *p) { free(p); }
 
+/* -- environment ------------------------------------------------------------------------ */
+/* $name as a decimal integer in [lo, hi]: 0 with *value set (to `fallback` when the variable is
+ * unset or empty), or -1 with *value = fallback and a message naming the variable and the
+ * values it takes. Nothing but digits is accepted: no sign, space, suffix or overflow. */
+int loom_env_integer(const char *name, long long lo, long long hi, long long fallback,
+                     long long *value, char *message, size_t size) {
+    const char *text = getenv(name);
+    *value = fallback;
+    if (!text || !*text) return 0;
+    char *end = (char *)text;
+    long long v = 0;
+    errno = 0;
+    if (*text >= '0' && *text <= '9') v = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+        snprintf(message, size, "$%s is '%.64s': it must be a whole number from %lld to %lld",
+                 name, text, lo, hi);
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+/* 0 if $LOOM_NUM_THREADS is unset or valid, else -1 and why (loom_vtcm.c checks
+ * $LOOM_VTCM_SIZE: loom_vtcm_check_environment). */
+int32_t loom_check_environment(char *message, int32_t size) {
+    long long n;
+    return loom_env_integer("LOOM_NUM_THREADS", 1, LOOM_MAX_THREADS, 1, &n, message,
+                            (size_t)size) != 0
+               ? -1
+               : 0;
+}
+
 /* -- thread pool ------------------------------------------------------------------------ */
 typedef int32_t (*loom_task_fn)(int32_t task, int32_t num_tasks, void *closure);
 
@@ -115,10 +147,14 @@ static int machine_threads(void) {
 }
 
 static void pool_init(void) {
-    int n = machine_threads();
-    const char *env = getenv("LOOM_NUM_THREADS");
-    if (env && atoi(env) > 0) n = atoi(env);
-    if (n > LOOM_MAX_THREADS) n = LOOM_MAX_THREADS;
+    int machine = machine_threads();
+    if (machine > LOOM_MAX_THREADS) machine = LOOM_MAX_THREADS;
+    long long wanted;
+    char message[256];
+    if (loom_env_integer("LOOM_NUM_THREADS", 1, LOOM_MAX_THREADS, machine, &wanted, message,
+                         sizeof message) != 0)
+        fprintf(stderr, "loom: %s; using %d threads\n", message, machine);
+    int n = (int)wanted;
     pool_size = n;
     atomic_store(&active_threads, n);
     for (int i = 1; i < n; ++i) {

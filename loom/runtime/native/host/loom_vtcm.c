@@ -1,6 +1,7 @@
 /* VTCM on the host: HexagonBackendAllocateVTCM / HexagonBackendFreeVTCM over an aligned arena
- * of $LOOM_VTCM_SIZE bytes (default 256 KiB, v66's VTCM), so programs that place buffers in
- * local.vtcm run on the host too. Capacity and alignment are enforced as on the device. */
+ * of $LOOM_VTCM_SIZE bytes (default 256 KiB, v66's VTCM; 1 byte to 1 GiB), so programs that
+ * place buffers in local.vtcm run on the host too. Capacity and alignment are enforced as on
+ * the device. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,8 +10,11 @@
 #include "../common/loom_arena.h"
 
 void loom_set_last_error(const char *message);
+int loom_env_integer(const char *name, long long lo, long long hi, long long fallback,
+                     long long *value, char *message, size_t size);
 
 #define DEFAULT_VTCM_BYTES (256u * 1024u)
+#define MAX_VTCM_BYTES (1ll << 30)
 #define VTCM_REGION_ALIGNMENT 4096
 
 static pthread_mutex_t vtcm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,9 +34,21 @@ static int vtcm_setup(uint64_t capacity) {
 
 static void vtcm_ensure(void) {
     if (vtcm_ready) return;
-    const char *env = getenv("LOOM_VTCM_SIZE");
-    long long size = env ? atoll(env) : 0;
-    vtcm_setup(size > 0 ? (uint64_t)size : DEFAULT_VTCM_BYTES);
+    long long size;
+    char message[256];
+    if (loom_env_integer("LOOM_VTCM_SIZE", 1, MAX_VTCM_BYTES, DEFAULT_VTCM_BYTES, &size, message,
+                         sizeof message) != 0)
+        fprintf(stderr, "loom: %s; using %lld bytes\n", message, size);
+    vtcm_setup((uint64_t)size);
+}
+
+/* 0 if $LOOM_VTCM_SIZE is unset or valid, else -1 and why. */
+int32_t loom_vtcm_check_environment(char *message, int32_t size) {
+    long long bytes;
+    return loom_env_integer("LOOM_VTCM_SIZE", 1, MAX_VTCM_BYTES, DEFAULT_VTCM_BYTES, &bytes,
+                            message, (size_t)size) != 0
+               ? -1
+               : 0;
 }
 
 void *loom_vtcm_alloc(uint32_t nbytes, uint32_t alignment) {
