@@ -224,6 +224,7 @@ def run(
     def replace(index: int, p: _Proc) -> _Proc:
         sel.unregister(p.proc.stdout)
         p.stop()
+        p.log_path.unlink(missing_ok=True)  # (its tail is in the failure's message)
         new = launch(index)
         procs[index] = new
         next_case(new)
