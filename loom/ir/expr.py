@@ -24,7 +24,96 @@ if TYPE_CHECKING:
 _var_ids = itertools.count(1)
 
 
-class ExprLike(abc.ABC):
+class Operators:
+    """Python operators that build expressions with TVM's rules (see the module docstring),
+    shared by expressions and by what stands for one (a te axis: `k ^ 1`, `1 << k`, ...)."""
+
+    def __add__(self, other):
+        return op.add(self, other)
+
+    def __radd__(self, other):
+        return op.add(other, self)
+
+    def __sub__(self, other):
+        return op.sub(self, other)
+
+    def __rsub__(self, other):
+        return op.sub(other, self)
+
+    def __mul__(self, other):
+        return op.mul(self, other)
+
+    def __rmul__(self, other):
+        return op.mul(other, self)
+
+    def __floordiv__(self, other):
+        return op.floordiv(self, other)
+
+    def __mod__(self, other):
+        return op.floormod(self, other)
+
+    def __truediv__(self, other):
+        return op.div(self, other)
+
+    def __rtruediv__(self, other):
+        return op.div(other, self)
+
+    def __rfloordiv__(self, other):
+        return op.floordiv(other, self)
+
+    def __rmod__(self, other):
+        return op.floormod(other, self)
+
+    def __neg__(self):
+        return op.neg(self)
+
+    def __and__(self, other):
+        return op.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return op.bitwise_and(other, self)
+
+    def __or__(self, other):
+        return op.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return op.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return op.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return op.bitwise_xor(other, self)
+
+    def __invert__(self):
+        return op.bitwise_not(self)
+
+    def __lshift__(self, other):
+        return op.shift_left(self, other)
+
+    def __rlshift__(self, other):
+        return op.shift_left(other, self)
+
+    def __rshift__(self, other):
+        return op.shift_right(self, other)
+
+    def __rrshift__(self, other):
+        return op.shift_right(other, self)
+
+    def __lt__(self, other):
+        return op.less(self, other)
+
+    def __le__(self, other):
+        return op.less_equal(self, other)
+
+    def __gt__(self, other):
+        return op.greater(self, other)
+
+    def __ge__(self, other):
+        return op.greater_equal(self, other)
+
+
+class ExprLike(Operators, abc.ABC):
     """An object that stands for an expression (a te IterVar stands for its loop variable):
     `as_expr()` gives it, and arithmetic on it builds expressions."""
 
@@ -32,181 +121,11 @@ class ExprLike(abc.ABC):
     def as_expr(self) -> PrimExpr:
         """The expression this object stands for."""
 
-    def __add__(self, other):
-        return op.add(self, other)
 
-    def __radd__(self, other):
-        return op.add(other, self)
-
-    def __sub__(self, other):
-        return op.sub(self, other)
-
-    def __rsub__(self, other):
-        return op.sub(other, self)
-
-    def __mul__(self, other):
-        return op.mul(self, other)
-
-    def __rmul__(self, other):
-        return op.mul(other, self)
-
-    def __floordiv__(self, other):
-        return op.floordiv(self, other)
-
-    def __mod__(self, other):
-        return op.floormod(self, other)
-
-    # the rest of PrimExpr's operators (a te axis `k ^ 1`, `1 << k`, ... as its variable's)
-    def __truediv__(self, other):
-        return op.div(self, other)
-
-    def __rtruediv__(self, other):
-        return op.div(other, self)
-
-    def __rfloordiv__(self, other):
-        return op.floordiv(other, self)
-
-    def __rmod__(self, other):
-        return op.floormod(other, self)
-
-    def __neg__(self):
-        return op.neg(self)
-
-    def __and__(self, other):
-        return op.bitwise_and(self, other)
-
-    def __rand__(self, other):
-        return op.bitwise_and(other, self)
-
-    def __or__(self, other):
-        return op.bitwise_or(self, other)
-
-    def __ror__(self, other):
-        return op.bitwise_or(other, self)
-
-    def __xor__(self, other):
-        return op.bitwise_xor(self, other)
-
-    def __rxor__(self, other):
-        return op.bitwise_xor(other, self)
-
-    def __invert__(self):
-        return op.bitwise_not(self)
-
-    def __lshift__(self, other):
-        return op.shift_left(self, other)
-
-    def __rlshift__(self, other):
-        return op.shift_left(other, self)
-
-    def __rshift__(self, other):
-        return op.shift_right(self, other)
-
-    def __rrshift__(self, other):
-        return op.shift_right(other, self)
-
-    def __lt__(self, other):
-        return op.less(self, other)
-
-    def __le__(self, other):
-        return op.less_equal(self, other)
-
-    def __gt__(self, other):
-        return op.greater(self, other)
-
-    def __ge__(self, other):
-        return op.greater_equal(self, other)
-
-
-class PrimExpr(Node):
+class PrimExpr(Operators, Node):
     """Base of all expressions."""
 
     dtype: DataType
-
-    # Arithmetic operators build expressions (see module docstring for the rules).
-    def __add__(self, other):
-        return op.add(self, other)
-
-    def __radd__(self, other):
-        return op.add(other, self)
-
-    def __sub__(self, other):
-        return op.sub(self, other)
-
-    def __rsub__(self, other):
-        return op.sub(other, self)
-
-    def __mul__(self, other):
-        return op.mul(self, other)
-
-    def __rmul__(self, other):
-        return op.mul(other, self)
-
-    def __truediv__(self, other):
-        return op.div(self, other)
-
-    def __rtruediv__(self, other):
-        return op.div(other, self)
-
-    def __floordiv__(self, other):
-        return op.floordiv(self, other)
-
-    def __rfloordiv__(self, other):
-        return op.floordiv(other, self)
-
-    def __mod__(self, other):
-        return op.floormod(self, other)
-
-    def __rmod__(self, other):
-        return op.floormod(other, self)
-
-    def __neg__(self):
-        return op.neg(self)
-
-    def __lt__(self, other):
-        return op.less(self, other)
-
-    def __le__(self, other):
-        return op.less_equal(self, other)
-
-    def __gt__(self, other):
-        return op.greater(self, other)
-
-    def __ge__(self, other):
-        return op.greater_equal(self, other)
-
-    def __and__(self, other):
-        return op.bitwise_and(self, other)
-
-    def __rand__(self, other):
-        return op.bitwise_and(other, self)
-
-    def __or__(self, other):
-        return op.bitwise_or(self, other)
-
-    def __ror__(self, other):
-        return op.bitwise_or(other, self)
-
-    def __xor__(self, other):
-        return op.bitwise_xor(self, other)
-
-    def __rxor__(self, other):
-        return op.bitwise_xor(other, self)
-
-    def __invert__(self):
-        return op.bitwise_not(self)
-
-    def __lshift__(self, other):
-        return op.shift_left(self, other)
-
-    def __rshift__(self, other):
-        return op.shift_right(self, other)
-
-    def __rlshift__(self, other):
-        return op.shift_left(other, self)
-
-    def __rrshift__(self, other):
-        return op.shift_right(other, self)
 
     def __bool__(self):
         raise TypeError(
