@@ -81,6 +81,17 @@ class Backend:
         """Bytes in the widest vector register of `target`, or None: decided by its triple."""
         return None
 
+    def vector_problem(self, target, node) -> str | None:
+        """Why the code generator cannot emit `node` (an expression or statement of vector
+        code) for `target`, or None if it can. A vectorized loop with such a node runs as
+        power-of-two vectors and the rest, or serially (loom/transform/vectorize_loop.py)."""
+        return None
+
+    def llvm_fixups(self) -> tuple[Callable[[str], str], ...]:
+        """Rewrites of the optimized LLVM IR text, run before instruction selection (for an
+        LLVM-based code generator: work-arounds for what the LLVM back end cannot compile)."""
+        return ()
+
     def memories(self) -> list[MemoryScope]:
         return []
 

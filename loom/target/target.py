@@ -344,6 +344,10 @@ class Target:
         not, loom reads masked-off lanes from a valid element instead)."""
         return self.backend.masked_loads_are_safe
 
+    def vector_problem(self, node) -> str | None:
+        """Why its code generator cannot emit `node` of vector code, or None if it can."""
+        return self.backend.vector_problem(self, node)
+
     @property
     def takes_vector_ir(self) -> bool:
         """Whether its code generator takes vector IR: LLVM's does; C's does not (the C

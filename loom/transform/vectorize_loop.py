@@ -18,10 +18,14 @@ A vectorized loop longer than `VECTOR_REGISTERS` vector registers of its narrowe
 over the chunks (unrolled when there are at most `UNROLLED_CHUNKS`), then one shorter vector for
 the remainder. LLVM's code generator takes time superlinear in a vector's lanes (4096 int8 lanes
 build in about 6 s, 65,536 abort LLVM). Any vector of more than `MAX_LANES` lanes that reaches
-this pass with a target (hand-written IR) is refused.
+this pass with a target (hand-written IR) is refused. Vector code the target's code generator
+cannot emit (`Target.vector_problem`: for Hexagon, docs/hexagon.md) runs as a power-of-two
+vector and the rest, each serially if it still cannot be emitted.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from loom.errors import LoomError
 from loom.ir import expr as E
@@ -422,10 +426,12 @@ class _VectorizeLoops(Mutator):
         enabled: bool,
         vector_bytes: int = DEFAULT_VECTOR_BYTES,
         masked_loads_safe: bool = True,
+        vector_problem: Callable[[object], str | None] | None = None,
     ):
         self.enabled = enabled
         self.vector_bytes = vector_bytes
         self.serial_tail = not masked_loads_safe
+        self.vector_problem = vector_problem
         self.var_bounds: dict[Var, IntBound] = {}
         self.in_pragma = 0  # a pragma's copy nest keeps its loop structure: no peeling there
 
@@ -468,7 +474,18 @@ class _VectorizeLoops(Mutator):
         if lanes == 1:
             return simplify_stmt(substitute(loop.body, {loop.loop_var: start}))
         vectorizer = _Vectorizer(loop.loop_var, start, lanes, self.var_bounds)
-        return simplify_stmt(vectorizer.stmt(loop.body, None))
+        out = simplify_stmt(vectorizer.stmt(loop.body, None))
+        if self.vector_problem is None or first_vector_problem(out, self.vector_problem) is None:
+            return out
+        if lanes & (lanes - 1):  # as a power-of-two vector and the rest
+            head = 1 << (lanes.bit_length() - 1)
+            rest_start = add(start, IntImm(head, start.dtype))
+            return seq(
+                self._vectorize(loop, start, head), self._vectorize(loop, rest_start, lanes - head)
+            )
+        var = loop.loop_var.copy_with_name(loop.loop_var.name)
+        body = substitute(loop.body, {loop.loop_var: var})
+        return For(var, start, IntImm(lanes, start.dtype), ForKind.SERIAL, body)
 
     def _chunked(self, loop: For, n: int, lanes: int) -> Stmt:
         """A loop over chunks of `lanes` lanes, then a vector for the remaining n % lanes."""
@@ -483,6 +500,20 @@ class _VectorizeLoops(Mutator):
             tail_start = add(loop.min, IntImm(count * lanes, dt))
             parts.append(self._vectorize(loop, tail_start, rest))
         return seq(*parts)
+
+
+def first_vector_problem(s: Stmt, problem: Callable[[object], str | None]) -> str | None:
+    """The first reason `problem` gives for a node of `s`, or None."""
+    found: list[str] = []
+
+    def record(n) -> None:
+        if not found:
+            reason = problem(n)
+            if reason is not None:
+                found.append(reason)
+
+    post_order_visit(s, record)
+    return found[0] if found else None
 
 
 def max_lanes(body: Stmt, vector_bytes: int) -> int:
@@ -520,8 +551,9 @@ def vectorize_func(
     enabled: bool = True,
     vector_bytes: int = DEFAULT_VECTOR_BYTES,
     masked_loads_safe: bool = True,
+    vector_problem: Callable[[object], str | None] | None = None,
 ) -> PrimFunc:
-    vectorizer = _VectorizeLoops(enabled, vector_bytes, masked_loads_safe)
+    vectorizer = _VectorizeLoops(enabled, vector_bytes, masked_loads_safe, vector_problem)
     return func.with_body(vectorizer.visit(func.body))
 
 
@@ -534,7 +566,8 @@ def _run(mod: IRModule) -> IRModule:
     )
     vector_bytes = DEFAULT_VECTOR_BYTES if target is None else target.vector_bytes
     safe = target is None or target.masked_loads_are_safe
-    out = mod.map_functions(lambda f: vectorize_func(f, enabled, vector_bytes, safe))
+    problem = None if target is None else target.vector_problem
+    out = mod.map_functions(lambda f: vectorize_func(f, enabled, vector_bytes, safe, problem))
     if target is not None:
         check_lanes(out)
     return out

@@ -65,6 +65,11 @@ def main(argv=None) -> int:
         parser.error("-n and --workers must be at least 1, --hexagon-every at least 0")
     if args.show is not None:
         case, _ = program.make_case(args.show, args.hexagon_every)
+        if args.backend == "hexagon" and case["hexagon"] is None:
+            parser.error(
+                f"case {args.show} does not run on Hexagon with --hexagon-every "
+                f"{args.hexagon_every}: give the --hexagon-every its run used"
+            )
         print(program.reproduction(case, args.backend, args.hexagon_every), end="")
         return 0
     if args.run is not None:

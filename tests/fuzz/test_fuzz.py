@@ -35,6 +35,22 @@ def test_fixed_cases_have_no_failure_of_any_class():
     assert not lines, "\n".join([*lines, "", summary.table()])
 
 
+# Hexagon cases that aborted LLVM, crashed the device or computed wrong lanes before loom kept
+# such vector code from LLVM's Hexagon back end (docs/hexagon.md, "Vector code"), as
+# (hexagon_every of the run that found them, seeds)
+HEXAGON_REGRESSIONS = [(20, [2851, 4827, 5742, 8428]), (1, [20321, 30661])]
+
+
+@pytest.mark.parametrize("every, seeds", HEXAGON_REGRESSIONS)
+def test_cases_that_once_failed_on_hexagon_pass(every, seeds):
+    if missing_tools():
+        pytest.skip(f"needs {missing_tools()}: run `make setup`")
+    summary = runner.run(seeds, workers=1, hexagon_every=every)
+    assert summary.cases == len(seeds)
+    assert not summary.failures, "\n".join(f.line() for f in summary.failures)
+    assert all(program.make_case(seed, every)[0]["hexagon"] for seed in seeds)
+
+
 # -- the oracle ---------------------------------------------------------------------------------
 
 

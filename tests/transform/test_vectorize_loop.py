@@ -19,6 +19,7 @@ from loom.ir import (
     IRModule,
     PrimFunc,
     Ramp,
+    SeqStmt,
     Var,
     assert_structural_equal,
     decl_buffer,
@@ -26,7 +27,7 @@ from loom.ir import (
 )
 from loom.target import Target
 from loom.transform import PassContext
-from loom.transform.vectorize_loop import vectorize_loop
+from loom.transform.vectorize_loop import vectorize_func, vectorize_loop
 
 
 def nodes(mod, cls):
@@ -211,3 +212,47 @@ def test_before_expected_other_loops_are_left_alone():
         return _loop(i, 4, B.store(A[i], (i,)), "serial")
 
     _check(build, build)
+
+
+def _vectorize_with(problem, before):
+    func = _func(before)["main"]
+    return vectorize_func(func, vector_problem=problem)
+
+
+def test_before_expected_vectors_the_target_cannot_emit_become_power_of_two_pieces():
+    def before(A, B, C):
+        i = Var("i")
+        return _loop(i, 7, B.store(A[i] * FloatImm(2.0), (i,)))
+
+    def piece(A, B, start, lanes):
+        return B.store(
+            A.load([_ramp(start, lanes)]) * Broadcast(FloatImm(2.0), lanes), (_ramp(start, lanes),)
+        )
+
+    def expected(A, B, C):
+        last = B.store(A[IntImm(6)] * FloatImm(2.0), (IntImm(6),))
+        return SeqStmt((piece(A, B, 0, 4), piece(A, B, 4, 2), last))
+
+    def odd_lanes(node):
+        dt = getattr(node, "dtype", None)
+        return "not a power of two" if dt is not None and dt.lanes & (dt.lanes - 1) else None
+
+    assert_structural_equal(_vectorize_with(odd_lanes, before), _func(expected)["main"])
+
+
+def test_before_expected_vector_code_the_target_cannot_emit_runs_serially():
+    def before(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, B.store(A[i] * FloatImm(2.0), (i,)))
+
+    def expected(A, B, C):
+        i = Var("i")
+        return _loop(i, 4, B.store(A[i] * FloatImm(2.0), (i,)), "serial")
+
+    def no_vector_loads(node):
+        return "a vector load" if isinstance(node, BufferLoad) and node.dtype.lanes > 1 else None
+
+    assert_structural_equal(_vectorize_with(no_vector_loads, before), _func(expected)["main"])
+    assert_structural_equal(
+        _vectorize_with(lambda node: None, before), vectorize_func(_func(before)["main"])
+    )

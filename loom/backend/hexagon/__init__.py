@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING
 
 from loom import abi, memory
 from loom.backend.base import Backend, register
-from loom.backend.hexagon import strategies
+from loom.backend.hexagon import llvm_fixups, strategies
 from loom.codegen.llvm import build_device
 from loom.errors import LoomError
+from loom.ir.expr import BufferLoad, Call, IntImm, Max, Min, Ramp, Select
+from loom.ir.stmt import BufferStore
 from loom.runtime.device import DEVICE_RUNTIME
+from loom.transform.vectorize_loop import first_vector_problem
 
 if TYPE_CHECKING:  # loom.target imports this package (it registers the kind)
     from loom.target.target import Target
@@ -50,6 +53,58 @@ def version(target: Target) -> str:
 def vtcm_size(target: Target) -> int:
     """Bytes of VTCM the device has."""
     return int(target.option("vtcm", str(DEFAULT_VTCM_BYTES)))
+
+
+def vector_supported(dtype) -> bool:
+    """Whether LLVM's Hexagon back end emits vectors of `dtype`: a power-of-two number of
+    lanes, at least 32 bits in all unless they are predicates."""
+    lanes = dtype.lanes
+    if lanes & (lanes - 1):
+        return False
+    return dtype.is_bool or lanes * dtype.bits >= 32
+
+
+def vector_problem(node) -> str | None:
+    """Why loom does not give `node` of vector code to LLVM's Hexagon back end, or None.
+
+    Each was seen to abort LLVM 22 or to compute wrong lanes under qemu-hexagon (tests/hexagon/
+    test_hexagon_vector_types.py): `int8x2` arithmetic ("Do not know how to scalarize"),
+    `int64x48` multiplication ("Invalid cast!"), a 6-lane int8 loop (the device crashed), a
+    select, min or max between predicate vectors ("Cannot select: vselect"), and gathers and
+    scatters, masked loads among them (`Y[i] = X[i % 8]` on 128 lanes gave wrong lanes)."""
+    dt = getattr(node, "dtype", None)
+    if isinstance(node, BufferLoad | BufferStore):
+        lanes = node.dtype.lanes if isinstance(node, BufferLoad) else node.value.dtype.lanes
+        if lanes > 1 and node.predicate is not None and isinstance(node, BufferLoad):
+            return "a masked vector load"
+        if lanes > 1 and not _contiguous(node.indices[-1]):
+            return "a gather or scatter"
+    if dt is None or dt.lanes == 1:
+        return None
+    if not vector_supported(dt):
+        return f"vectors of {dt} (a power-of-two number of lanes of at least 32 bits)"
+    bool_choice = isinstance(node, Select | Min | Max) or (
+        isinstance(node, Call) and node.op == "if_then_else"
+    )
+    if dt.is_bool and bool_choice:
+        return f"a select, min or max between predicate vectors ({dt})"
+    return None
+
+
+def _contiguous(index) -> bool:
+    return isinstance(index, Ramp) and isinstance(index.stride, IntImm) and index.stride.value == 1
+
+
+def check_vectors(mod) -> None:
+    """Refuse, naming the function, vector code loom does not give LLVM's Hexagon back end
+    (hand-written IR: the vectorizer makes none)."""
+    for func in mod:
+        reason = first_vector_problem(func.body, vector_problem)
+        if reason is not None:
+            raise LoomError(
+                f"function {func.name}: Hexagon code cannot have {reason} "
+                '(docs/hexagon.md, "Vector code")'
+            )
 
 
 def runs_in_simulator(target: Target) -> bool:
@@ -93,6 +148,12 @@ class HexagonBackend(Backend):
     def memory_capacity(self, target, scope):
         return vtcm_size(target) if scope in VTCM_SCOPES else None
 
+    def vector_problem(self, target, node):
+        return vector_problem(node)
+
+    def llvm_fixups(self):
+        return llvm_fixups.FIXUPS
+
     def memories(self):
         return VTCM
 
@@ -108,6 +169,7 @@ class HexagonBackend(Backend):
         }
 
     def codegen(self, mod, target):
+        check_vectors(mod)
         return build_device(mod, target)
 
 

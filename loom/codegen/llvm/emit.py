@@ -58,7 +58,8 @@ def loop_vectorize(target: Target) -> bool:
 
 def optimize(ir_text: str, target: Target) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     """Parse, verify and optimize at the target's opt level: LLVM's default pipeline, without
-    its loop vectorizer unless the target says -llvm-loop-vectorize=1 (`loop_vectorize`)."""
+    its loop vectorizer unless the target says -llvm-loop-vectorize=1 (`loop_vectorize`); then
+    the target kind's rewrites of the optimized IR (`Backend.llvm_fixups`)."""
     _initialize()
     vectorize = loop_vectorize(target)
     try:
@@ -74,4 +75,21 @@ def optimize(ir_text: str, target: Target) -> tuple[llvm.ModuleRef, llvm.TargetM
         pto.loop_vectorization = vectorize
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
+    fixups = target.backend.llvm_fixups()
+    if fixups:
+        text = str(module)
+        for fixup in fixups:
+            text = fixup(text)
+        module = _parse_fixed(text, target)
     return module, tm
+
+
+def _parse_fixed(text: str, target: Target) -> llvm.ModuleRef:
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as e:
+        raise LoomError(
+            f"the {target.kind} back end's LLVM IR rewrites made invalid IR (a loom bug): {e}"
+        ) from None
+    return module
