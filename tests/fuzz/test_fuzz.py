@@ -38,7 +38,7 @@ def test_fixed_cases_have_no_failure_of_any_class():
 # Hexagon cases that aborted LLVM, crashed the device or computed wrong lanes before loom kept
 # such vector code from LLVM's Hexagon back end (docs/hexagon.md, "Vector code"), as
 # (hexagon_every of the run that found them, seeds)
-HEXAGON_REGRESSIONS = [(20, [2851, 4827, 5742, 8428]), (1, [20321, 30661])]
+HEXAGON_REGRESSIONS = [(20, [2851, 4827, 5742, 8428]), (1, [20321, 21139, 30661, 31454])]
 
 
 @pytest.mark.parametrize("every, seeds", HEXAGON_REGRESSIONS)

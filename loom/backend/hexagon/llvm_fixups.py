@@ -23,30 +23,33 @@ _VECTOR_SELECT = re.compile(
 )
 
 
-def _as_logic(m: re.Match) -> str:
+def _as_logic(m: re.Match, k: int) -> str:
+    """The select of match `m` as logic; its temporaries are named `%loom.sel<k>.*` (the
+    select's own name may be a number, which cannot take a suffix)."""
     indent, name, lanes = m["indent"], m["name"], m["lanes"]
     t = f"<{lanes} x i1>"
+    tmp = f"%loom.sel{k}"
     lines = []
     cond = m["cond"]
     if m["cond_type"] == "i1":  # a scalar condition: splat it first
         lines += [
-            f"{name}.sel.c0 = insertelement {t} poison, i1 {cond}, i64 0",
-            f"{name}.sel.c = shufflevector {t} {name}.sel.c0, {t} poison, "
-            f"<{lanes} x i32> zeroinitializer",
+            f"{tmp}.c0 = insertelement {t} poison, i1 {cond}, i64 0",
+            f"{tmp}.c = shufflevector {t} {tmp}.c0, {t} poison, <{lanes} x i32> zeroinitializer",
         ]
-        cond = f"{name}.sel.c"
+        cond = f"{tmp}.c"
     lines += [
-        f"{name}.sel.a = and {t} {cond}, {m['a']}",
-        f"{name}.sel.n = xor {t} {cond}, splat (i1 true)",
-        f"{name}.sel.b = and {t} {name}.sel.n, {m['b']}",
-        f"{name} = or {t} {name}.sel.a, {name}.sel.b",
+        f"{tmp}.a = and {t} {cond}, {m['a']}",
+        f"{tmp}.n = xor {t} {cond}, splat (i1 true)",
+        f"{tmp}.b = and {t} {tmp}.n, {m['b']}",
+        f"{name} = or {t} {tmp}.a, {tmp}.b",
     ]
     return "\n".join(indent + line for line in lines)
 
 
 def split_predicate_selects(ir_text: str) -> str:
     """Every `select` whose values are predicate vectors, as and/or/xor."""
-    return _VECTOR_SELECT.sub(_as_logic, ir_text)
+    count = iter(range(1 << 62))
+    return _VECTOR_SELECT.sub(lambda m: _as_logic(m, next(count)), ir_text)
 
 
 FIXUPS = (split_predicate_selects,)
