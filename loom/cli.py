@@ -1,4 +1,5 @@
-"""The `loom` command: `loom inspect LIB` shows what an exported library holds."""
+"""The `loom` command: `loom inspect LIB` shows what an exported library holds; `loom compile
+MODEL.onnx -o LIB` compiles a model; `loom run LIB --input NAME=FILE.npy` runs it."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import json
 import pathlib
 import sys
 
+import numpy as np
+
 from loom import abi
 from loom.abi import FunctionSignature
 from loom.errors import LoomError
+from loom.model import compile as compile_model
 from loom.runtime import artifact, elf
-from loom.runtime.load import read_archive, read_library
+from loom.runtime.load import load_module, read_archive, read_library
+from loom.runtime.model import Model
 from loom.target import Target
 
 
@@ -67,6 +72,7 @@ def inspect_library(path: str) -> dict:
                 if m["payload"] is not None
                 else None,
                 "undefined_symbols": module_symbols[k],
+                "model": m.get("model"),
             }
             for k, m in enumerate(modules)
         ],
@@ -178,11 +184,82 @@ def format_report(info: dict) -> str:
             lines.append(f"    {u['symbol'].ljust(width)}  <- {provider}")
         if not symbols:
             lines.append("    none")
+    for m in modules:
+        if m.get("model"):
+            lines += ["", *_model_lines(m["model"])]
     lines += ["", "payloads:"]
     lines += [f"  #{p['index']} {p['type_key']}: {p['bytes']} bytes" for p in info["payloads"]]
     if not info["payloads"]:
         lines.append("  none")
     return "\n".join(lines)
+
+
+def _model_lines(model: dict) -> list[str]:
+    def values(items) -> str:
+        return ", ".join(f"{n}: {t}[{', '.join(map(str, s))}]" for n, s, t in items)
+
+    lines = [
+        f"model: main function {model['main']}",
+        f"  inputs: {values(model['inputs'])}",
+        f"  outputs: {values(model['outputs'])}",
+        f"  {len(model['groups'])} kernels (fused groups), in call order:",
+    ]
+    lines += [
+        f"    {g['kernel']}: {' + '.join(g['ops'])}  [{g['target']}]" for g in model["groups"]
+    ]
+    return lines
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--shape takes NAME=D0,D1,..., e.g. input=1,3,224,224; got {text!r}"
+        ) from None
+
+
+def _input_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"--input takes NAME=FILE.npy, got {text!r}")
+    return name, path
+
+
+def _compile(args) -> int:
+    shapes = dict(args.shape) if args.shape else None
+    compiled = compile_model(args.model, target=args.target, shapes=shapes)
+    compiled.export_library(args.output)
+    print(
+        f"{args.model}: {len(compiled.graph.nodes)} kernels for {compiled.target}, "
+        f"written to {args.output}"
+    )
+    return 0
+
+
+def _run(args) -> int:
+    model = Model(load_module(args.library))
+    inputs = {}
+    for name, path in args.input or []:
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise LoomError(f"--input {name}={path}: cannot read a .npy array: {e}") from None
+    outputs = model(**inputs)
+    out_dir = pathlib.Path(args.output_dir) if args.output_dir else None
+    for name, value in outputs.items():
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            np.save(out_dir / f"{name}.npy", value)
+        flat = value.ravel()
+        preview = np.array2string(flat[:8], precision=5, separator=", ")
+        print(
+            f"{name}: {value.dtype}{list(value.shape)} {preview}{' ...' if flat.size > 8 else ''}"
+        )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,11 +272,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     inspect.add_argument("library", help="a .so or .tar written by export_library")
     inspect.add_argument("--json", action="store_true", help="print JSON for machines")
+    comp = sub.add_parser("compile", help="compile an ONNX model into a library")
+    comp.add_argument("model", help="an .onnx file")
+    comp.add_argument("-o", "--output", required=True, help="the library to write (.so or .tar)")
+    comp.add_argument("--target", default="llvm", help="the target (default: llvm, this CPU)")
+    comp.add_argument(
+        "--shape", action="append", type=_shape_arg, help="NAME=D0,D1,...: an input's shape"
+    )
+    run = sub.add_parser("run", help="run a compiled model on .npy inputs")
+    run.add_argument("library", help="a library written by `loom compile`")
+    run.add_argument("--input", action="append", type=_input_arg, help="NAME=FILE.npy")
+    run.add_argument("--output-dir", help="write each output to DIR/NAME.npy")
     args = parser.parse_args(argv)
     try:
+        if args.command == "compile":
+            return _compile(args)
+        if args.command == "run":
+            return _run(args)
         info = inspect_library(args.library)
-    except LoomError as e:
-        print(f"loom inspect: {e}", file=sys.stderr)
+    except (LoomError, TypeError, ValueError) as e:
+        print(f"loom {args.command}: {e}", file=sys.stderr)
         return 1
     print(json.dumps(info, indent=2) if args.json else format_report(info))
     return 0

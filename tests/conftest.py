@@ -11,6 +11,12 @@ import loom.driver
 import loom.packaging  # noqa: F401
 from loom import registry
 from loom.memory import scratchpad_emu
+
+# the summary of onnx's node tests, here so that the reporting process (also under xdist) has it
+from tests.frontend.node_summary import (  # noqa: F401
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+)
 from tests.programs import SCRATCHPAD_BASE
 
 # Property tests draw the same examples on every run (so CI is reproducible); run

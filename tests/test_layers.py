@@ -40,10 +40,12 @@ LAYERS = [
             "loom.codegen",
             "loom.ops",
             "loom.backend",
+            "loom.graph",
+            "loom.frontend",
         ],
     ),
     ("packaging", ["loom.packaging"]),
-    ("api", ["loom", "loom.driver", "loom.cli", "loom.demo"]),
+    ("api", ["loom", "loom.driver", "loom.model", "loom.cli", "loom.demo"]),
 ]
 
 

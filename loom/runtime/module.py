@@ -295,7 +295,7 @@ LOADERS: Registry[Loader] = Registry(
     "module loader",
     key=lambda loader: loader.type_key,
     check=_check_loader,
-    builtins=("loom.runtime.load",),  # the device modules' loaders
+    builtins=("loom.runtime.load", "loom.runtime.model"),  # device modules, compiled models
 )
 
 

@@ -408,6 +408,8 @@ class FunctionCodegen:
     def e_Call(self, e: E.Call) -> ir.Value:
         if e.kind == E.CallKind.EXTERN:
             return self.extern_call(e)
+        if e.kind == E.CallKind.FUNCTION:
+            return self.function_call(e)
         method = getattr(self, "call_" + e.op, None)
         if method is not None:
             return method(e)
@@ -488,6 +490,23 @@ class FunctionCodegen:
 
     def call_isnullptr(self, e: E.Call) -> ir.Value:
         return self.builder.icmp_unsigned("==", self.expr(e.args[0]), ir.Constant(PTR, None))
+
+    def function_call(self, e: E.Call) -> ir.Value:
+        """A call of another function of the module through its entry point
+        `int32_t name(void *const *args)`: a buffer's data pointer, or a pointer to a scalar's
+        stack slot, per argument (docs/architecture.md, decision 4)."""
+        vector = self.alloca(ir.ArrayType(PTR, max(len(e.args), 1)), 8)
+        for k, arg in enumerate(e.args):
+            value = self.expr(arg)
+            if not arg.dtype.is_handle:
+                slot_type = ir.IntType(8) if arg.dtype.is_bool else value.type
+                slot = self.alloca(slot_type, arg.dtype.itemsize)
+                stored = self.builder.zext(value, slot_type) if arg.dtype.is_bool else value
+                self.builder.store(stored, slot)
+                value = slot
+            at = self.builder.gep(vector, [ir.Constant(I64, k)], source_etype=PTR)
+            self.builder.store(value, at)
+        return self.builder.call(self.mcg.function_address(e.op), [vector])
 
     def extern_call(self, e: E.Call) -> ir.Value:
         args = [self.expr(a) for a in e.args]

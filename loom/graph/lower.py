@@ -1,0 +1,199 @@
+"""Lowering a graph to one IRModule: a kernel per node (a fused group is one node) and `main`.
+
+Each node's operators build `loom.te` tensors (`Operator.compute`); the kernel's schedule
+inlines every intermediate stage that is not a reduction (a fused group becomes one loop nest
+per reduction, with its element-wise producers and epilogue inlined) and is lowered to a
+PrimFunc whose arguments are the node's inputs, then its outputs.
+
+`main` takes the graph's inputs, then the constants the kernels read (weights), then the
+graph's outputs, then a workspace buffer per intermediate value, and calls the kernels in order.
+The caller owns the workspace (loom.runtime.model allocates it for each call), so `main` has no
+allocation of its own: an allocation statement per intermediate value would nest `main`'s body
+hundreds deep in a real model, deeper than the IR's recursive passes can walk. The memory
+planner will place them in pools. A kernel's failure status ends `main` with that status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from tqdm import tqdm
+
+from loom.errors import LoomError
+from loom.graph.ir import Graph, Node, TensorType
+from loom.graph.ops import OPERATORS
+from loom.graph.passes.fuse import FUSED
+from loom.ir import op as irop
+from loom.ir.buffer import Buffer, decl_buffer
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.stmt import NOP, AssertStmt, Stmt, seq
+from loom.te.lower import lower_schedule
+from loom.te.operation import compute, placeholder
+from loom.te.schedule import create_schedule
+from loom.te.tensor import ComputeOp, Reduce, Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class LoweredGraph:
+    """The module, and how `main`'s parameters correspond to the graph's values."""
+
+    module: IRModule
+    inputs: tuple[str, ...]
+    constants: tuple[str, ...]
+    outputs: tuple[str, ...]
+    workspace: tuple[str, ...]
+    """The intermediate values, in the caller's memory (see the module docstring)."""
+    kernels: tuple[str, ...]
+
+
+def c_name(text: str) -> str:
+    """`text` as a C identifier."""
+    name = re.sub(r"\W", "_", text)
+    return name if name and not name[0].isdigit() else "v_" + name
+
+
+def _compile_time_only(graph: Graph) -> set[str]:
+    """Values read only as operators' constant inputs (a Reshape's shape): no kernel argument."""
+    as_data: set[str] = set()
+    as_constant: set[str] = set()
+    for node in _all_nodes(graph):
+        op = OPERATORS.get(node.op)
+        for k, v in enumerate(node.inputs):
+            if v:
+                (as_constant if k in op.constant_inputs else as_data).add(v)
+    return as_constant - as_data
+
+
+def _all_nodes(graph: Graph):
+    for node in graph.nodes:
+        if node.op == FUSED:
+            yield from node.attr("body").nodes
+        else:
+            yield node
+
+
+def _tensors_of(node: Node, graph: Graph, typed: Graph, env: dict[str, Tensor]) -> None:
+    """Compute `node`'s outputs from `env` into `env`; `typed` has their types (a fused
+    group's body, or the graph), `graph` the constants."""
+    op = OPERATORS.get(node.op)
+    if op.compute is None:
+        raise LoomError(
+            f"node {node.label}: operator {node.op} has no kernel; its value should have been "
+            "folded to a constant (run fold_constants)"
+        )
+    tensors = [
+        None if not v or k in op.constant_inputs else env[v] for k, v in enumerate(node.inputs)
+    ]
+    consts = [graph.constants.get(v) if v else None for v in node.inputs]
+    out_types = [typed.type_of(v) for v in node.outputs]
+    outs = list(op.compute(node, tensors, consts, out_types))
+    for v, t, want in zip(node.outputs, outs, out_types):
+        if tuple(int(d) for d in t.shape) != want.shape or t.dtype != want.dtype:
+            raise LoomError(
+                f"node {node.label}: {node.op} computed {t.dtype}{list(t.shape)}, "
+                f"but {v} has type {want}"
+            )
+        env[v] = t
+
+
+def _copy(t: Tensor, name: str) -> Tensor:
+    return compute(t.shape, lambda *i: t(*i), name=name)
+
+
+def _kernel(node: Node, graph: Graph, name: str, compile_time: set[str]) -> PrimFunc:
+    body = node.attr("body") if node.op == FUSED else None
+    nodes = body.nodes if body is not None else (node,)
+    args = [v for v in dict.fromkeys(node.inputs) if v and v not in compile_time]
+    env: dict[str, Tensor] = {}
+    placeholders = []
+    for v in args:
+        t = graph.type_of(v)
+        env[v] = placeholder(t.shape, dtype=t.dtype, name=c_name(v))
+        placeholders.append(env[v])
+    for n in nodes:
+        _tensors_of(n, graph, body or graph, env)
+    outputs = [env[v] for v in node.outputs]
+    # an output that is an input (a reshape that changes nothing) still needs its own buffer
+    outputs = [
+        _copy(t, c_name(v)) if any(t is p for p in placeholders) else t
+        for v, t in zip(node.outputs, outputs)
+    ]
+    s = create_schedule([t.op for t in outputs])
+    for stage in s.stages:
+        op = stage.op
+        if isinstance(op, ComputeOp) and not stage.is_output and not isinstance(op.body, Reduce):
+            stage.compute_inline()
+    return lower_schedule(s, placeholders + outputs, name)
+
+
+def _copy_kernel(t: TensorType, name: str) -> PrimFunc:
+    src = placeholder(t.shape, dtype=t.dtype, name="src")
+    dst = _copy(src, "dst")
+    return lower_schedule(create_schedule(dst.op), [src, dst], name)
+
+
+PROGRESS_MIN_KERNELS = 8
+"""A graph with more kernels shows a progress bar while they are made (on a terminal)."""
+
+
+def lower_graph(graph: Graph, progress: bool | None = None) -> LoweredGraph:
+    """The IRModule of `graph` (typed, with constants folded; fused or not). `progress`: show
+    a progress bar (None: on a terminal, for more than PROGRESS_MIN_KERNELS kernels)."""
+    compile_time = _compile_time_only(graph)
+    kernels: list[PrimFunc] = []
+    calls: list[tuple[str, list[str]]] = []  # (kernel, the values of its arguments)
+    show = len(graph.nodes) > PROGRESS_MIN_KERNELS if progress is None else progress
+    bar = tqdm(
+        graph.nodes, desc=f"kernels of {graph.name}", unit="kernel", disable=None if show else True
+    )
+    for k, node in enumerate(bar):
+        label = node.name if node.op == FUSED else f"{node.op}_{node.name or node.outputs[0]}"
+        name = c_name(f"{graph.name}_{k}_{label}")[:120]
+        kernels.append(_kernel(node, graph, name, compile_time))
+        args = [v for v in dict.fromkeys(node.inputs) if v and v not in compile_time]
+        calls.append((name, args + list(node.outputs)))
+    # main's outputs; one that no node computes (an input, a constant, a repeated output) is
+    # a copy made by a kernel of its own
+    computed = {v for n in graph.nodes for v in n.outputs}
+    outputs = []
+    for k, v in enumerate(graph.outputs):
+        if v in computed and v not in graph.outputs[:k]:
+            outputs.append(v)
+            continue
+        copy = f"{v}.output{k}"
+        name = c_name(f"{graph.name}_copy_{k}")
+        kernels.append(_copy_kernel(graph.type_of(v), name))
+        calls.append((name, [v, copy]))
+        outputs.append(copy)
+    types = {copy: graph.type_of(v) for copy, v in zip(outputs, graph.outputs)}
+    used = dict.fromkeys(a for _, args in calls for a in args)
+    constants = tuple(v for v in used if v in graph.constants)
+    buffers: dict[str, Buffer] = {}
+    for v in (*graph.inputs, *constants, *outputs, *used):
+        if v not in buffers:
+            t = types.get(v) or graph.type_of(v)
+            buffers[v] = decl_buffer(t.shape, t.dtype, c_name(v))
+    body: Stmt = seq(
+        *[
+            AssertStmt(
+                irop.equal(irop.call_func(name, *[buffers[a].data for a in args]), 0), None, NOP
+            )
+            for name, args in calls
+        ]
+    )
+    interface = {*graph.inputs, *constants, *outputs}
+    workspace = tuple(v for v in buffers if v not in interface)
+    params = [buffers[v] for v in (*graph.inputs, *constants, *outputs, *workspace)]
+    main = PrimFunc(c_name(graph.name), tuple(params), body)
+    return LoweredGraph(
+        IRModule((main, *kernels)),
+        tuple(graph.inputs),
+        constants,
+        tuple(outputs),
+        workspace,
+        tuple(k.name for k in kernels),
+    )
+
+
+__all__ = ["LoweredGraph", "c_name", "lower_graph"]

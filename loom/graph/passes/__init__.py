@@ -1,0 +1,2 @@
+"""Graph passes: each takes a Graph and returns a new one (loom/graph/passes/pipeline.py lists
+them in order)."""

@@ -1,0 +1,140 @@
+"""A compiled model at run time: its `main` function, its constants and its interface.
+
+`loom.compile` builds a host module whose `main` takes the model's inputs, then its constants
+(weights), then its outputs, then a workspace array per intermediate value (allocated here for
+each call). The `ModelModule` imported by that host module holds the constants and the names,
+shapes and dtypes of the inputs, outputs and workspace; `export_library` stores it as a payload
+of the library and `load_module` rebuilds it (its loader is registered here), so
+`Model(load_module("model.so"))` runs the model in a process that has no compiler.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from loom.abi.dtype import dtype
+from loom.errors import LoomError
+from loom.runtime.module import Module, register_loader
+
+TYPE_KEY = "loom.model"
+
+
+class ModelModule(Module):
+    """The constants and interface of a compiled model (no code of its own)."""
+
+    def __init__(
+        self,
+        main: str,
+        inputs: Sequence[tuple[str, tuple[int, ...], str]],
+        outputs: Sequence[tuple[str, tuple[int, ...], str]],
+        constants: Sequence[np.ndarray],
+        groups: Sequence[dict] = (),
+        workspace: Sequence[tuple[str, tuple[int, ...], str]] = (),
+    ):
+        super().__init__(TYPE_KEY, {})
+        self.main = main
+        self.inputs = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in inputs]
+        self.outputs = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in outputs]
+        self.constants = [np.require(c, requirements="C") for c in constants]
+        self.groups = [dict(g) for g in groups]
+        self.workspace = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in workspace]
+
+    def _interface(self) -> dict:
+        return {
+            "main": self.main,
+            "inputs": [[n, list(s), t] for n, s, t in self.inputs],
+            "outputs": [[n, list(s), t] for n, s, t in self.outputs],
+            "groups": self.groups,
+            "workspace": [[n, list(s), t] for n, s, t in self.workspace],
+        }
+
+    def metadata(self) -> dict:
+        return {"model": self._interface()}
+
+    def save_payload(self) -> bytes:
+        buf = io.BytesIO()
+        arrays = {f"c{k}": c for k, c in enumerate(self.constants)}
+        np.savez(
+            buf, **arrays, interface=np.frombuffer(json.dumps(self._interface()).encode(), np.uint8)
+        )
+        return buf.getvalue()
+
+    @staticmethod
+    def load(payload: bytes, record: dict) -> ModelModule:
+        try:
+            with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+                interface = json.loads(bytes(z["interface"]).decode())
+                count = len([k for k in z.files if k.startswith("c")])
+                constants = [z[f"c{k}"] for k in range(count)]
+        except (ValueError, KeyError, OSError, json.JSONDecodeError) as e:
+            raise LoomError(f"the model payload of this library is damaged: {e}") from None
+        return ModelModule(
+            interface["main"],
+            interface["inputs"],
+            interface["outputs"],
+            constants,
+            interface.get("groups", ()),
+            interface.get("workspace", ()),
+        )
+
+
+register_loader(TYPE_KEY, ModelModule.load)
+
+
+class Model:
+    """A runnable model: `model(input=x)` or `model(x)` returns {output name: array}."""
+
+    def __init__(self, module: Module):
+        found = [m for m in module.walk() if isinstance(m, ModelModule)]
+        if not found:
+            raise LoomError(f"{module!r} holds no compiled model (it was not made by loom.compile)")
+        self.module = module
+        self.info = found[0]
+        self._main = module[self.info.main]
+        self.input_names = tuple(n for n, _, _ in self.info.inputs)
+        self.output_names = tuple(n for n, _, _ in self.info.outputs)
+
+    def _arrays(self, args: Sequence, kwargs: Mapping) -> list[np.ndarray]:
+        names = self.input_names
+        if len(args) > len(names):
+            raise TypeError(
+                f"the model takes {len(names)} inputs {list(names)}, got {len(args)} positional "
+                "arguments"
+            )
+        given = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise TypeError(f"unknown input {name!r}; the inputs are {list(names)}")
+            if name in given:
+                raise TypeError(f"input {name!r} given twice")
+            given[name] = value
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise TypeError(f"missing inputs {missing} (the inputs are {list(names)})")
+        arrays = []
+        for name, shape, dt in self.info.inputs:
+            a = np.asarray(given[name])
+            if a.shape != shape or a.dtype != np.dtype(dtype(dt).numpy):
+                raise ValueError(
+                    f"input {name!r} must be {dt}{list(shape)}, got {a.dtype}{list(a.shape)}"
+                )
+            arrays.append(np.require(a, requirements="C"))  # 0-d stays 0-d
+        return arrays
+
+    def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
+        inputs = self._arrays(args, kwargs)
+        outputs = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.outputs]
+        # the intermediate values: fresh for each call, so calls from several threads are safe
+        workspace = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.workspace]
+        self._main(*inputs, *self.info.constants, *outputs, *workspace)
+        return dict(zip(self.output_names, outputs))
+
+    def export_library(self, path, **kwargs) -> None:
+        self.module.export_library(path, **kwargs)
+
+
+__all__ = ["TYPE_KEY", "Model", "ModelModule"]
