@@ -11,13 +11,11 @@ import loom.driver
 import loom.packaging  # noqa: F401
 from loom import registry
 from loom.memory import scratchpad_emu
-
-# the summary of onnx's node tests, here so that the reporting process (also under xdist) has it
-from tests.frontend.node_summary import (  # noqa: F401
-    pytest_runtest_logreport,
-    pytest_terminal_summary,
-)
 from tests.programs import SCRATCHPAD_BASE
+
+# the summaries of onnx's node tests and of the real models, as plugins of this root conftest so
+# that the process that reports (the controller under pytest-xdist) has their hooks
+pytest_plugins = ["tests.frontend.node_summary", "tests.models.summary"]
 
 # Property tests draw the same examples on every run (so CI is reproducible); run
 # `pytest --hypothesis-profile=explore` to search with new random examples.

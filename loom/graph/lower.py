@@ -1,9 +1,10 @@
 """Lowering a graph to one IRModule: a kernel per node (a fused group is one node) and `main`.
 
 Each node's operators build `loom.te` tensors (`Operator.compute`); the kernel's schedule
-inlines every intermediate stage that is not a reduction (a fused group becomes one loop nest
-per reduction, with its element-wise producers and epilogue inlined) and is lowered to a
-PrimFunc whose arguments are the node's inputs, then its outputs.
+inlines every intermediate stage that is not a reduction, and computes a reduction read only by
+an element-wise output of its shape inside that output's innermost loop (conv + bias + ReLU is
+one loop nest); it is lowered to a PrimFunc whose arguments are the node's inputs, then its
+outputs.
 
 `main` takes the graph's inputs, then the constants the kernels read (weights), then the
 graph's outputs, then a workspace buffer per intermediate value, and calls the kernels in order.
@@ -30,7 +31,7 @@ from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import NOP, AssertStmt, Stmt, seq
 from loom.te.lower import lower_schedule
 from loom.te.operation import compute, placeholder
-from loom.te.schedule import create_schedule
+from loom.te.schedule import AttachType, create_schedule
 from loom.te.tensor import ComputeOp, Reduce, Tensor
 
 
@@ -124,7 +125,43 @@ def _kernel(node: Node, graph: Graph, name: str, compile_time: set[str]) -> Prim
         op = stage.op
         if isinstance(op, ComputeOp) and not stage.is_output and not isinstance(op.body, Reduce):
             stage.compute_inline()
+    for stage in s.stages:
+        _into_its_epilogue(s, stage)
     return lower_schedule(s, placeholders + outputs, name)
+
+
+def _readers_through_inlined(s, stage) -> list:
+    """The stages that read `stage`, looking through stages inlined into their readers."""
+    out = []
+    for reader in s.readers(stage):
+        if reader.attach_type == AttachType.INLINE:
+            out += _readers_through_inlined(s, reader)
+        elif reader not in out:
+            out.append(reader)
+    return out
+
+
+def _into_its_epilogue(s, stage) -> None:
+    """A reduction read only by an element-wise output of its own shape (a conv with its bias
+    and activation) is computed inside the output's innermost loop, one element at a time: the
+    group is one loop nest, and the reduction's value never goes to memory."""
+    op = stage.op
+    if stage.is_output or not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+        return
+    readers = _readers_through_inlined(s, stage)
+    if len(readers) != 1:
+        return
+    out = readers[0]
+    if (
+        not out.is_output
+        or not isinstance(out.op, ComputeOp)
+        or isinstance(out.op.body, Reduce)
+        or not out.op.axis  # a scalar: no loop to put it in
+        or [int(d) for d in out.op.output(0).shape] != [int(d) for d in op.output(0).shape]
+    ):
+        return
+    stage.compute_at(out, out.op.axis[-1])
+    stage.set_scope("local")
 
 
 def _copy_kernel(t: TensorType, name: str) -> PrimFunc:

@@ -17,14 +17,14 @@ _excluded: dict[str, int] = {}
 
 
 def _outcome(report, properties: dict) -> str | None:
+    if report.when == "call" and report.passed and "onnx_unsupported" in properties:
+        return "unsupported"
     if report.when == "call" and report.passed:
         return "passed" if not hasattr(report, "wasxfail") else "failed"  # a strict xpass
     if report.failed:
         return "failed"
     if report.skipped and hasattr(report, "wasxfail"):
         return "failed"  # an expected failure
-    if report.skipped and "onnx_unsupported" in properties:
-        return "unsupported"
     return None
 
 

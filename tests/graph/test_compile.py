@@ -139,3 +139,13 @@ def test_a_model_with_hundreds_of_intermediate_values_compiles():
     x = np.arange(4, dtype="float32")[None]
     np.testing.assert_array_equal(compiled(h0=x)[f"h{n}"], 2 * x)
     assert len(compiled.info.workspace) == n - 1
+
+
+def test_a_conv_bias_relu_group_is_one_loop_nest():
+    compiled = loom.compile(small_cnn())
+    (kernel,) = [f for f in compiled.lowered.module if f.name.endswith("conv_relu")]
+    lowered = loom.lower(loom.ir.IRModule((kernel,)))
+    (func,) = list(lowered)
+    assert isinstance(func.body, loom.ir.For)  # one nest: the reduction is inside it
+    text = str(lowered)
+    assert "storage_scope = local" in text and "storage_scope = global" not in text

@@ -10,7 +10,7 @@ a synthetic page or text line for the OCR models), and checks every output: the 
 difference relative to the output's largest magnitude is at most 1e-4, or, for a classifier,
 the top five classes are the same (PP-OCR's recognizer passes so: loom and onnxruntime are each
 about 2e-4 from a float64 evaluation of it, float32 rounding that its final softmax of large
-logits amplifies). The run ends with a table (tests/models/conftest.py).
+logits amplifies). The run ends with a table (tests/models/summary.py).
 
 `BLOCKED` lists models that cannot pass yet and why (a missing piece of loom): they are strict
 xfails, so the change that makes one pass fails its test until its entry is removed.
@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import loom
-from tests.models.conftest import ROW
+from tests.models.summary import ROW
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -1,4 +1,5 @@
-"""The table of tests/models: one row per model, printed at the end of the run.
+"""The table of tests/models: one row per model, printed at the end of the run (a plugin of
+tests/conftest.py).
 
 Each model test records its row as a user property (`ROW`): pytest-xdist carries it from the
 worker that ran the test to the process that prints the summary."""
