@@ -5,7 +5,8 @@ a small CNN built here, so the bench runs on a machine without the cache.
 
     python bench/models.py [--runs 20] [--only NAME] [--models-dir DIR]
 
-Inputs: every dimension onnx leaves symbolic is 1 unless --shape NAME=D0,D1,... says otherwise.
+Inputs: the shapes of MODEL_SHAPES (as tests/models runs the models), else every dimension onnx
+leaves symbolic is 1, unless --shape NAME=D0,D1,... says otherwise.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import common
 
 import loom
+
+MODEL_SHAPES = {  # inputs whose size the model leaves open, as tests/models runs them
+    "magika": {"bytes": (1, 2048)},
+    "silero_vad_16k_op15": {"input": (1, 512), "state": (2, 1, 128)},
+    "ppocrv4_det": {"x": (1, 3, 320, 320)},
+    "ppocrv4_rec": {"x": (1, 3, 48, 320)},
+    "ppocr_mobile_v2_cls": {"x": (1, 3, 48, 192)},
+    "nudenet_320n": {"images": (1, 3, 320, 320)},
+}
 
 
 def models_dir() -> pathlib.Path:
@@ -160,7 +170,7 @@ def main() -> None:
     rows = []
     for name, model in models:
         try:
-            rows += bench_model(name, model, shapes, opts.runs)
+            rows += bench_model(name, model, {**MODEL_SHAPES.get(name, {}), **shapes}, opts.runs)
         except Exception as e:  # a model loom cannot compile yet is reported, not hidden
             print(f"{name}: not compiled: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
     headers = ["model", "threads", "kernels", "compile s", "loom ms", "ort ms"]
