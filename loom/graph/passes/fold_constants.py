@@ -22,13 +22,16 @@ SHAPE_ONLY = {"Shape", "Size"}
 """Operators whose result depends only on their input's type."""
 
 
+def stand_in(t: TensorType) -> np.ndarray:
+    """An array of type `t` without its data (a broadcast zero), for a SHAPE_ONLY operator."""
+    return np.broadcast_to(np.zeros((), t.dtype.numpy), t.shape)
+
+
 def _shape_only_value(node: Node, graph: Graph) -> list[np.ndarray] | None:
     if node.op not in SHAPE_ONLY or node.inputs[0] not in graph.types:
         return None
-    # a placeholder of the input's type: the operator reads only its shape
-    t = graph.type_of(node.inputs[0])
-    stand_in = np.broadcast_to(np.zeros((), t.dtype.numpy), t.shape)
-    return list(OPERATORS.get(node.op).evaluate(node, [stand_in]))
+    args = [stand_in(graph.type_of(node.inputs[0]))]
+    return list(OPERATORS.get(node.op).evaluate(node, args))
 
 
 def _empty_outputs(node: Node, graph: Graph) -> list[np.ndarray] | None:
@@ -76,4 +79,4 @@ def fold_constants(graph: Graph) -> Graph:
     return graph.with_nodes(kept, constants)
 
 
-__all__ = ["MAX_FOLDED_ELEMENTS", "fold_constants"]
+__all__ = ["MAX_FOLDED_ELEMENTS", "SHAPE_ONLY", "fold_constants", "stand_in"]

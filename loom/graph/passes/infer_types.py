@@ -21,7 +21,7 @@ import numpy as np
 from loom.errors import LoomError
 from loom.graph.ir import Graph, GraphError, Node, TensorType
 from loom.graph.ops.base import OPERATORS, Operator
-from loom.graph.passes.fold_constants import SHAPE_ONLY
+from loom.graph.passes.fold_constants import SHAPE_ONLY, stand_in
 
 MAX_KNOWN_ELEMENTS = 4096
 """Values up to this size computed from known values are kept for the nodes after them: shapes
@@ -134,11 +134,7 @@ def _known_outputs(
     if any(types[v].size > MAX_KNOWN_ELEMENTS for v in node.outputs):
         return {}
     if node.op in SHAPE_ONLY:
-        # stand-ins of the inputs' types: the operator reads only their shapes
-        args = [
-            np.broadcast_to(np.zeros((), types[v].dtype.numpy), types[v].shape) if v else None
-            for v in node.inputs
-        ]
+        args = [stand_in(types[v]) if v else None for v in node.inputs]
     elif all(not v or v in known for v in node.inputs):
         args = [known[v] if v else None for v in node.inputs]
     else:
