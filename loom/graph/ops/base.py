@@ -91,6 +91,7 @@ FAMILIES = (
     "loom.graph.ops.shape",
     "loom.graph.ops.reduce",
     "loom.graph.ops.control",
+    "loom.graph.ops.quant",
 )
 """The modules that register loom's own operators, one family each."""
 

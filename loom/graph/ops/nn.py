@@ -97,7 +97,7 @@ def _auto_pad(node: Node) -> str:
     return str(node.attr("auto_pad", "NOTSET"))
 
 
-def _check_window_attrs(node: Node, dilated_same: bool = False) -> str | None:
+def check_window_attrs(node: Node, dilated_same: bool = False) -> str | None:
     """The reasons a Conv/ConvTranspose/pool node's window attributes are not supported."""
     auto_pad = _auto_pad(node)
     if auto_pad not in AUTO_PADS:
@@ -218,7 +218,7 @@ def _counts(win: Window, include_pad: bool) -> np.ndarray:
     return total
 
 
-def _padded_source(x: Tensor, win: Window, fill, name: str) -> tuple[Tensor, tuple[int, ...]]:
+def padded_source(x: Tensor, win: Window, fill, name: str) -> tuple[Tensor, tuple[int, ...]]:
     """`x` padded so every window reads inside it, and the shift from window coordinates
     (position = o * stride - begin + k * dilation) to the padded tensor's."""
     before = tuple(max(0, b) for b in win.begin)
@@ -230,7 +230,7 @@ def _padded_source(x: Tensor, win: Window, fill, name: str) -> tuple[Tensor, tup
     return padded, shift
 
 
-def _window_index(win: Window, out_idx: Sequence, ks: Sequence, shift: Sequence[int]) -> list:
+def window_index(win: Window, out_idx: Sequence, ks: Sequence, shift: Sequence[int]) -> list:
     return [
         o * win.strides[i] + k * win.dilations[i] + shift[i]
         for i, (o, k) in enumerate(zip(out_idx, ks))
@@ -254,13 +254,13 @@ def _kernel_attr(node: Node, n: int) -> tuple[int, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _ConvShape:
+class ConvShape:
     win: Window
     groups: int
     out_channels: int
 
 
-def _conv_shape(node: Node, x: TensorType, w: TensorType, b: TensorType | None) -> _ConvShape:
+def conv_shape(node: Node, x: TensorType, w: TensorType, b: TensorType | None) -> ConvShape:
     _spatial_input(node, x, FLOATS)
     if w.dtype != x.dtype or w.rank != x.rank:
         raise _fail(node, f"W must be {x.dtype} of rank {x.rank}, got {w}")
@@ -281,13 +281,13 @@ def _conv_shape(node: Node, x: TensorType, w: TensorType, b: TensorType | None) 
         )
     if b is not None and (b.dtype != x.dtype or b.shape != (w.shape[0],)):
         raise _fail(node, f"B must be {x.dtype}[{w.shape[0]}], got {b}")
-    return _ConvShape(window(node, x.shape[2:], kernel), groups, w.shape[0])
+    return ConvShape(window(node, x.shape[2:], kernel), groups, w.shape[0])
 
 
 def _conv_infer(node, types, consts):
     _expect_inputs(node, types, 2)
     x = types[0]
-    shape = _conv_shape(node, x, types[1], _input(types, 2))
+    shape = conv_shape(node, x, types[1], _input(types, 2))
     return [TensorType((x.shape[0], shape.out_channels, *shape.win.out), x.dtype)]
 
 
@@ -295,10 +295,10 @@ def _letters(n: int, first: str) -> str:
     return "".join(chr(ord(first) + i) for i in range(n))
 
 
-def _conv_evaluate(node, inputs):
+def conv_evaluate(node, inputs):
     x, w = inputs[0], inputs[1]
     b = _input(inputs, 2)
-    shape = _conv_shape(
+    shape = conv_shape(
         node, TensorType.of(x), TensorType.of(w), None if b is None else TensorType.of(b)
     )
     g, n = shape.groups, shape.win.rank
@@ -322,9 +322,9 @@ def _add_channel_bias(y: Tensor, b: Tensor | None, name: str) -> Tensor:
 def _conv_compute(node, tensors, consts, out_types):
     x, w = tensors[0], tensors[1]
     b = _input(tensors, 2)
-    shape = _conv_shape(node, *_tensor_types([x, w, b]))
+    shape = conv_shape(node, *_tensor_types([x, w, b]))
     win = shape.win
-    src, shift = _padded_source(x, win, 0.0, "conv")
+    src, shift = padded_source(x, win, 0.0, "conv")
     per_group_in = x.shape[1] // shape.groups
     per_group_out = shape.out_channels // shape.groups
     rc = te.reduce_axis(per_group_in, "rc")
@@ -332,7 +332,7 @@ def _conv_compute(node, tensors, consts, out_types):
 
     def rule(n, m, *o):
         channel = m // per_group_out * per_group_in + rc
-        pos = _window_index(win, o, [k.var for k in rk], shift)
+        pos = window_index(win, o, [k.var for k in rk], shift)
         return te.sum(src[(n, channel, *pos)] * w[(m, rc, *[k.var for k in rk])], axis=[rc, *rk])
 
     y = te.compute(out_types[0].shape, rule, name="conv" if b is None else "conv.sum")
@@ -344,10 +344,10 @@ register(
         "Conv",
         Pattern.OUT_ELEMWISE_FUSABLE,
         _conv_infer,
-        _conv_evaluate,
+        conv_evaluate,
         _conv_compute,
         attrs={"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
-        check=_check_window_attrs,
+        check=check_window_attrs,
         doc="N-d convolution (1-D, 2-D, 3-D ...), grouped and depthwise, with optional bias.",
     )
 )
@@ -498,7 +498,7 @@ def _deconv_compute(node, tensors, consts, out_types):
 
 def _deconv_check(node: Node) -> str | None:
     # unlike Conv and pooling, onnxruntime's ConvTranspose pads SAME with the dilated kernel
-    reason = _check_window_attrs(node, dilated_same=True)
+    reason = check_window_attrs(node, dilated_same=True)
     if reason:
         return reason
     extra = node.attr("output_padding")
@@ -565,11 +565,11 @@ def _maxpool_compute(node, tensors, consts, out_types):
     x = tensors[0]
     win = _pool_window(node, _tensor_types([x])[0], MAXPOOL_TYPES)
     lowest = float("-inf") if x.dtype.is_float else irop.min_value(x.dtype).value
-    src, shift = _padded_source(x, win, lowest, "max_pool")
+    src, shift = padded_source(x, win, lowest, "max_pool")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(win.kernel)]
 
     def rule(n, c, *o):
-        pos = _window_index(win, o, [k.var for k in rk], shift)
+        pos = window_index(win, o, [k.var for k in rk], shift)
         return te.max(src[(n, c, *pos)], axis=rk)
 
     return [te.compute(out_types[0].shape, rule, name="max_pool")]
@@ -580,7 +580,7 @@ def _maxpool_check(node: Node) -> str | None:
         return "storage_order=1 is not supported"
     if len(node.outputs) > 1:
         return "the Indices output is not supported"
-    return _check_window_attrs(node)
+    return check_window_attrs(node)
 
 
 register(
@@ -636,11 +636,11 @@ def _window_count(win: Window, include_pad: bool, dt: str) -> Tensor | float:
 def _avgpool_compute(node, tensors, consts, out_types):
     x = tensors[0]
     win = _pool_window(node, _tensor_types([x])[0], FLOATS)
-    src, shift = _padded_source(x, win, 0.0, "average_pool")
+    src, shift = padded_source(x, win, 0.0, "average_pool")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(win.kernel)]
 
     def rule(n, c, *o):
-        pos = _window_index(win, o, [k.var for k in rk], shift)
+        pos = window_index(win, o, [k.var for k in rk], shift)
         return te.sum(src[(n, c, *pos)], axis=rk)
 
     total = te.compute(out_types[0].shape, rule, name="average_pool.sum")
@@ -666,7 +666,7 @@ register(
             "pads",
             "strides",
         },
-        check=_check_window_attrs,
+        check=check_window_attrs,
         doc="N-d average pooling.",
     )
 )
@@ -873,7 +873,7 @@ register(
 )
 
 
-def _matmul_shape(node: Node, a: TensorType, b: TensorType) -> tuple[int, ...]:
+def matmul_shape(node: Node, a: TensorType, b: TensorType) -> tuple[int, ...]:
     _expect_dtype(node, a, MATMUL_TYPES, "A")
     if b.dtype != a.dtype:
         raise _fail(node, f"B must be {a.dtype}, got {b.dtype}")
@@ -896,16 +896,16 @@ def _matmul_shape(node: Node, a: TensorType, b: TensorType) -> tuple[int, ...]:
 
 def _matmul_infer(node, types, consts):
     _expect_inputs(node, types, 2)
-    return [TensorType(_matmul_shape(node, types[0], types[1]), types[0].dtype)]
+    return [TensorType(matmul_shape(node, types[0], types[1]), types[0].dtype)]
 
 
-def _matmul_evaluate(node, inputs):
+def matmul_evaluate(node, inputs):
     a, b = inputs[0], inputs[1]
-    _matmul_shape(node, TensorType.of(a), TensorType.of(b))
+    matmul_shape(node, TensorType.of(a), TensorType.of(b))
     return [np.asarray(np.matmul(_wide(a), _wide(b))).astype(a.dtype)]
 
 
-def _matmul_compute(node, tensors, consts, out_types):
+def matmul_compute(node, tensors, consts, out_types):
     a, b = tensors[0], tensors[1]
     shape = out_types[0].shape
     batch = shape[: len(shape) - (a.ndim > 1) - (b.ndim > 1)]
@@ -928,8 +928,8 @@ register(
         "MatMul",
         Pattern.OUT_ELEMWISE_FUSABLE,
         _matmul_infer,
-        _matmul_evaluate,
-        _matmul_compute,
+        matmul_evaluate,
+        matmul_compute,
         doc="numpy's matmul: batch dimensions broadcast, 1-D operands lose their added axis; "
         "integers wrap.",
     )
