@@ -1,6 +1,7 @@
 """`make demo`: lower each example of examples/, print its loop program, run it on the host and
 compare with numpy; then run on the simulated devices: the examples marked HEXAGON on Hexagon
-v66 under qemu-hexagon, and examples/npu_matmul.py on the reference NPU's simulator.
+v66 under qemu-hexagon, and examples/npu_matmul.py and examples/int8_model.py (a quantized
+ONNX model split between the NPU and the host) on the reference NPU's simulator.
 Run as `python -m loom.demo [example.py ...]` (only the given examples, host only)."""
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         results += run_on_hexagon([e for e in examples if getattr(e, "HEXAGON", False)])
         results.append(run_example(load_example(examples_dir() / "npu_matmul.py")))
+        results.append(run_example(load_example(examples_dir() / "int8_model.py")))
     print(f"{sum(results)} of {len(results)} runs match their numpy reference")
     return 0 if all(results) else 1
 

@@ -14,6 +14,7 @@ from loom.errors import LoomError
 from loom.frontend import from_onnx
 from loom.graph.ir import Graph
 from loom.graph.lower import LoweredGraph, lower_graph
+from loom.graph.passes.partition import REGION
 from loom.graph.passes.pipeline import GraphPass, optimize
 from loom.runtime.model import Model, ModelModule
 from loom.target import Target, as_target
@@ -35,11 +36,15 @@ class CompiledModel(Model):
 
 
 def _describe_groups(graph: Graph, lowered: LoweredGraph, target: Target) -> list[dict]:
+    """Each kernel main calls: its operators and where it runs (a region's backend; else the
+    target, or "host" beside an accelerator's regions)."""
+    host = "host" if target.backend.partitions else str(target)
     groups = []
     for node, kernel in zip(graph.nodes, lowered.kernels):
         body = node.attr("body")
         ops = [n.op for n in body.nodes] if body is not None else [node.op]
-        groups.append({"kernel": kernel, "ops": ops, "target": str(target)})
+        where = node.attr("backend") if node.op == REGION else host
+        groups.append({"kernel": kernel, "ops": ops, "target": where})
     return groups
 
 
@@ -51,7 +56,8 @@ def compile(
 ) -> CompiledModel:
     """Compile `model` (a path to an .onnx file, an onnx.ModelProto, or a loom Graph) for
     `target`; `shapes` fixes the inputs' unknown dimensions; `passes` are (phase, pass) pairs
-    run at the graph pipeline's phases."""
+    run at the graph pipeline's phases. For an accelerator's target ("npu"), the chains of
+    operators its backend takes run on it, and the rest on the host."""
     target = as_target(target)
     if isinstance(model, Graph):
         if shapes:
@@ -59,8 +65,8 @@ def compile(
         graph = model
     else:
         graph = from_onnx(model, shapes=shapes)
-    graph = optimize(graph, passes)
-    lowered = lower_graph(graph)
+    graph = optimize(graph, passes, backend=target.backend)
+    lowered = lower_graph(graph, target=target)
     module = build(lowered.module, target=target)
     interface = ModelModule(
         lowered.module.functions[0].name,

@@ -37,3 +37,14 @@ def test_npu_example_prints_utilization_for_a_shape_not_a_multiple_of_dim():
     ).stdout
     assert "matches the numpy integer reference" in out
     assert "array utilization" in out and "void *const acc = " in out
+
+
+def test_int8_model_example_splits_the_model_and_matches_its_integer_reference():
+    out = subprocess.run(
+        [sys.executable, str(demo.examples_dir() / "int8_model.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "--- simulator: matches the numpy integer reference" in out
+    assert "npu.conv2d  [npu]" in out and "MaxPool  [host]" in out

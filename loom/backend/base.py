@@ -113,6 +113,33 @@ class Backend:
         lowering and the checks)."""
         return []
 
+    def schedule_group(self, s, outputs: list, pattern, target) -> None:
+        """Schedule further, in place, the kernel of one node or fused group of a model for
+        `target`: `s` has loom/graph/lower.py's default schedule (intermediates inlined, a
+        reduction inside its epilogue's innermost loop), `outputs` are the kernel's output
+        tensors and `pattern` the group's fusion pattern (loom.graph.ops.Pattern). By default
+        nothing: the default schedule is correct everywhere."""
+
+    def graph_patterns(self) -> list:
+        """The chains of graph operators this target takes from a model
+        (loom.graph.passes.partition.GraphPattern), longest first; the host keeps the rest."""
+        return []
+
+    def graph_passes(self) -> list:
+        """(phase, graph pass) pairs run on the whole graph of a model at the graph pipeline's
+        phases (loom/graph/passes/pipeline.py), before a user's."""
+        return []
+
+    def lower_region(self, region, graph, name: str) -> list[PrimFunc]:
+        """The functions of one of this backend's regions of `graph` (a `loom.region` node):
+        the first, named `name`, is host code taking the region's inputs (constants included,
+        each once, in order) then its outputs, and main calls it; the others are the kernels it
+        calls."""
+        raise LoomError(
+            f"backend {self.name} declares graph patterns but does not lower its regions "
+            "(define lower_region)"
+        )
+
     def partition(self, func: PrimFunc) -> IRModule:
         """The module of one lowered function: by default the whole computation becomes the
         kernel `<name>_<backend>` and the host function `<name>` calls it (only if

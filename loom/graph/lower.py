@@ -1,13 +1,16 @@
 """Lowering a graph to one IRModule: a kernel per node (a fused group is one node) and `main`.
 
-Each node's operators build `loom.te` tensors (`Operator.compute`); the kernel's schedule
-inlines every intermediate stage that is not a reduction, and computes a reduction read only by
-an element-wise output of its shape inside that output's innermost loop (conv + bias + ReLU is
-one loop nest); it is lowered to a PrimFunc whose arguments are the node's inputs, then its
-outputs.
+Each node's operators build `loom.te` tensors (`Operator.compute`); the kernel's default
+schedule inlines every intermediate stage that is not a reduction, and computes a reduction
+read only by an element-wise output of its shape inside that output's innermost loop (conv +
+bias + ReLU is one loop nest); then the target's backend schedules it further
+(`Backend.schedule_group`: the CPU parallelizes and vectorizes). It is lowered to a PrimFunc
+whose arguments are the node's inputs, then its outputs.
 
 `main` takes the graph's inputs, then the constants the kernels read (weights), then the
 graph's outputs, then a workspace buffer per intermediate value, and calls the kernels in order.
+A region (loom/graph/passes/partition.py) is lowered by its backend (`Backend.lower_region`):
+main calls its host function with all its inputs, constants included, then its outputs.
 The caller owns the workspace (loom.runtime.model allocates it for each call), so `main` has no
 allocation of its own: an allocation statement per intermediate value would nest `main`'s body
 hundreds deep in a real model, deeper than the IR's recursive passes can walk. The memory
@@ -23,8 +26,9 @@ from tqdm import tqdm
 
 from loom.errors import LoomError
 from loom.graph.ir import Graph, Node, TensorType
-from loom.graph.ops import OPERATORS
+from loom.graph.ops import OPERATORS, Pattern
 from loom.graph.passes.fuse import FUSED
+from loom.graph.passes.partition import REGION
 from loom.ir import op as irop
 from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.function import IRModule, PrimFunc
@@ -46,6 +50,7 @@ class LoweredGraph:
     workspace: tuple[str, ...]
     """The intermediate values, in the caller's memory (see the module docstring)."""
     kernels: tuple[str, ...]
+    """The functions `main` calls, in order: one per node of the graph, then output copies."""
 
 
 def c_name(text: str) -> str:
@@ -67,10 +72,11 @@ def _compile_time_only(graph: Graph) -> set[str]:
 
 
 def _all_nodes(graph: Graph):
+    """The operator nodes of the host's kernels (a region's inputs are all arguments)."""
     for node in graph.nodes:
         if node.op == FUSED:
             yield from node.attr("body").nodes
-        else:
+        elif node.op != REGION:
             yield node
 
 
@@ -102,7 +108,13 @@ def _copy(t: Tensor, name: str) -> Tensor:
     return compute(t.shape, lambda *i: t(*i), name=name)
 
 
-def _kernel(node: Node, graph: Graph, name: str, compile_time: set[str]) -> PrimFunc:
+def _pattern(node: Node) -> Pattern:
+    if node.op == FUSED:
+        return Pattern(node.attr("pattern"))
+    return OPERATORS.get(node.op).pattern
+
+
+def _kernel(node: Node, graph: Graph, name: str, compile_time: set[str], target) -> PrimFunc:
     body = node.attr("body") if node.op == FUSED else None
     nodes = body.nodes if body is not None else (node,)
     args = [v for v in dict.fromkeys(node.inputs) if v and v not in compile_time]
@@ -127,6 +139,8 @@ def _kernel(node: Node, graph: Graph, name: str, compile_time: set[str]) -> Prim
             stage.compute_inline()
     for stage in s.stages:
         _into_its_epilogue(s, stage)
+    if target is not None:
+        target.backend.schedule_group(s, outputs, _pattern(node), target)
     return lower_schedule(s, placeholders + outputs, name)
 
 
@@ -174,21 +188,47 @@ PROGRESS_MIN_KERNELS = 8
 """A graph with more kernels shows a progress bar while they are made (on a terminal)."""
 
 
-def lower_graph(graph: Graph, progress: bool | None = None) -> LoweredGraph:
-    """The IRModule of `graph` (typed, with constants folded; fused or not). `progress`: show
-    a progress bar (None: on a terminal, for more than PROGRESS_MIN_KERNELS kernels)."""
+def _region_functions(node: Node, graph: Graph, name: str, backend) -> list[PrimFunc]:
+    """The functions `backend` makes of region `node`; the first one is called as `name`."""
+    owner = node.attr("backend")
+    if backend is None or backend.name != owner:
+        raise LoomError(
+            f"node {node.label} is a region of backend {owner}, but the graph is lowered for "
+            f"{'the host' if backend is None else 'backend ' + backend.name}"
+        )
+    funcs = list(backend.lower_region(node, graph, name))
+    expected = len(dict.fromkeys(node.inputs)) + len(node.outputs)
+    if not funcs or funcs[0].name != name or len(funcs[0].params) != expected:
+        raise LoomError(
+            f"backend {owner}: lower_region of {node.label} must give first a function {name} "
+            f"taking the region's {expected} inputs and outputs"
+        )
+    return funcs
+
+
+def lower_graph(graph: Graph, progress: bool | None = None, target=None) -> LoweredGraph:
+    """The IRModule of `graph` (typed, with constants folded; fused or not) for `target`
+    (a Target: its backend schedules the kernels and lowers its regions; None: the default
+    schedules only). `progress`: show a progress bar (None: on a terminal, for more than
+    PROGRESS_MIN_KERNELS kernels)."""
+    backend = target.backend if target is not None else None
     compile_time = _compile_time_only(graph)
-    kernels: list[PrimFunc] = []
+    functions: list[PrimFunc] = []
     calls: list[tuple[str, list[str]]] = []  # (kernel, the values of its arguments)
     show = len(graph.nodes) > PROGRESS_MIN_KERNELS if progress is None else progress
     bar = tqdm(
         graph.nodes, desc=f"kernels of {graph.name}", unit="kernel", disable=None if show else True
     )
     for k, node in enumerate(bar):
-        label = node.name if node.op == FUSED else f"{node.op}_{node.name or node.outputs[0]}"
+        grouped = node.op in (FUSED, REGION)
+        label = node.name if grouped else f"{node.op}_{node.name or node.outputs[0]}"
         name = c_name(f"{graph.name}_{k}_{label}")[:120]
-        kernels.append(_kernel(node, graph, name, compile_time))
-        args = [v for v in dict.fromkeys(node.inputs) if v and v not in compile_time]
+        if node.op == REGION:
+            functions += _region_functions(node, graph, name, backend)
+            args = list(dict.fromkeys(node.inputs))
+        else:
+            functions.append(_kernel(node, graph, name, compile_time, target))
+            args = [v for v in dict.fromkeys(node.inputs) if v and v not in compile_time]
         calls.append((name, args + list(node.outputs)))
     # main's outputs; one that no node computes (an input, a constant, a repeated output) is
     # a copy made by a kernel of its own
@@ -200,7 +240,7 @@ def lower_graph(graph: Graph, progress: bool | None = None) -> LoweredGraph:
             continue
         copy = f"{v}.output{k}"
         name = c_name(f"{graph.name}_copy_{k}")
-        kernels.append(_copy_kernel(graph.type_of(v), name))
+        functions.append(_copy_kernel(graph.type_of(v), name))
         calls.append((name, [v, copy]))
         outputs.append(copy)
     types = {copy: graph.type_of(v) for copy, v in zip(outputs, graph.outputs)}
@@ -224,12 +264,12 @@ def lower_graph(graph: Graph, progress: bool | None = None) -> LoweredGraph:
     params = [buffers[v] for v in (*graph.inputs, *constants, *outputs, *workspace)]
     main = PrimFunc(c_name(graph.name), tuple(params), body)
     return LoweredGraph(
-        IRModule((main, *kernels)),
+        IRModule((main, *functions)),
         tuple(graph.inputs),
         constants,
         tuple(outputs),
         workspace,
-        tuple(k.name for k in kernels),
+        tuple(name for name, _ in calls),
     )
 
 

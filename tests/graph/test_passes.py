@@ -176,7 +176,7 @@ def test_user_passes_run_at_their_phase_and_unknown_phases_are_refused():
     )
     optimize(g, [("imported", record), ("simplified", record), ("fused", record)])
     assert seen == [["Identity", "Relu"], ["Relu"], ["Relu"]]
-    assert PHASES == ("imported", "simplified", "fused")
+    assert PHASES == ("imported", "simplified", "partitioned", "fused")
     with pytest.raises(LoomError, match="unknown graph phase 'later'"):
         optimize(g, [("later", record)])
 

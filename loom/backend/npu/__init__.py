@@ -3,12 +3,12 @@
 The package's parts are imported on first use: `simulator` (the C simulator and its Python
 callers; runtime layer, no compiler), `backend` (`NPUBackend`, registered as `BACKEND` when
 imported, which `loom.target` does), `arch`, `rules`, `intrinsics`, `ops`, `kernels`,
-`requant`, `codegen`.
+`requant`, `codegen`, `graph`.
 """
 
 from loom.lazy import lazy_attributes
 
-_PARTS = ("arch", "backend", "codegen", "intrinsics", "kernels", "ops", "requant", "rules")
+_PARTS = ("arch", "backend", "codegen", "graph", "intrinsics", "kernels", "ops", "requant", "rules")
 _LAZY = {name: (f"loom.backend.npu.{name}", None) for name in (*_PARTS, "simulator")}
 _LAZY |= {
     "BACKEND": ("loom.backend.npu.backend", "BACKEND"),

@@ -1,12 +1,12 @@
 """The reference NPU as a target kind (`NPUBackend`), registered as `BACKEND` on import: the
 scratchpad and accumulator memories, the instruction library (the simulator), the pragma rules
-`npu_mvin`/`npu_mvout`, the GEMM intrinsics, the matmul and conv2d strategies, and code
-generation."""
+`npu_mvin`/`npu_mvout`, the GEMM intrinsics, the matmul and conv2d strategies, the int8 graph
+patterns it takes from a model (loom/backend/npu/graph.py), and code generation."""
 
 from __future__ import annotations
 
 from loom.backend.base import Backend, register
-from loom.backend.npu import arch, codegen, kernels, ops, rules
+from loom.backend.npu import arch, codegen, graph, kernels, ops, rules
 from loom.backend.npu import simulator as npu_sim
 from loom.backend.npu.intrinsics import GEMM, GEMM_BIAS
 from loom.ir.function import IRModule
@@ -18,6 +18,7 @@ class NPUBackend(Backend):
 
     def __init__(self) -> None:
         self.extra_passes: list = []
+        self.extra_graph_passes: list = []
 
     def memories(self):
         return [arch.SPAD_SCOPE, arch.ACC_SCOPE]
@@ -36,6 +37,15 @@ class NPUBackend(Backend):
 
     def passes(self):
         return [("build", kernels.no_parallel_instructions), *self.extra_passes]
+
+    def graph_patterns(self):
+        return list(graph.PATTERNS)
+
+    def graph_passes(self):
+        return [("partitioned", graph.legalize), *self.extra_graph_passes]
+
+    def lower_region(self, region, model_graph, name):
+        return graph.lower_region(self, region, model_graph, name)
 
     def partition(self, func):
         host, kernel = super().partition(func)

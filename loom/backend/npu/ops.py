@@ -83,16 +83,21 @@ def conv2d_nhwc(
     multiplier: int = 1,
     shift: int = 0,
     relu: bool = False,
+    pad_value: int = 0,
 ) -> tuple[Schedule, list[Tensor]]:
     """out = requantize(conv2d(data, kernel) + bias): data (N, H, W, C) int8, kernel
-    (KH, KW, C, F) int8, bias (F,) int32, out (N, OH, OW, F) int8. Padding is done on the
-    host; each output row's pixels are the rows of the matrix product, the input channels its
-    reduction, the output channels its columns."""
+    (KH, KW, C, F) int8, bias (F,) int32, out (N, OH, OW, F) int8. Padding (with `pad_value`,
+    a quantized input's zero point) is done on the host; each output row's pixels are the rows
+    of the matrix product, the input channels its reduction, the output channels its
+    columns."""
     for name, shape in (("data_shape", data_shape), ("kernel_shape", kernel_shape)):
         if not isinstance(shape, tuple | list) or len(shape) != 4:
             raise LoomError(f"conv2d_nhwc: {name} must be 4 sizes, got {shape!r}")
     stride = integer("conv2d_nhwc", "stride", stride)
     padding = integer("conv2d_nhwc", "padding", padding)
+    pad_value = integer("conv2d_nhwc", "pad_value", pad_value)
+    if not -128 <= pad_value <= 127:
+        raise LoomError(f"conv2d_nhwc: pad_value must be an int8, got {pad_value}")
     if stride < 1:
         raise LoomError(f"conv2d_nhwc: stride must be an int >= 1, got {stride!r}")
     if padding < 0:
@@ -116,7 +121,7 @@ def conv2d_nhwc(
             lambda b, y, x, ch: te.if_then_else(
                 te.all(y >= p, y < h + p, x >= p, x < w + p),
                 data[b, y - p, x - p, ch],
-                te.const(0, "int8"),
+                te.const(pad_value, "int8"),
             ),
             name="padded",
         )

@@ -7,6 +7,10 @@ is known, whatever computes it, and so does a node whose outputs are all empty (
 of size 0: there is nothing to compute). A folded value larger than `MAX_FOLDED_ELEMENTS`
 stays a node (an Expand of a scalar to a huge tensor would bloat the model). Run after
 infer_types.
+
+`fold_constants_keeping_dequantize` leaves DequantizeLinear nodes of constants (quantized
+weights) for fold_qdq, which turns DQ -> Conv -> Q into QLinearConv: folded first, the weights
+would be float constants and the integer operator lost.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ def _empty_outputs(node: Node, graph: Graph) -> list[np.ndarray] | None:
     return [np.empty(t.shape, t.dtype.numpy) for t in types]
 
 
-def _fold(node: Node, graph: Graph, constants: dict) -> list[np.ndarray] | None:
+def _fold(node: Node, graph: Graph, constants: dict, keep: frozenset) -> list[np.ndarray] | None:
+    if node.op in keep:
+        return None
     empty = _empty_outputs(node, graph)
     if empty is not None:
         return empty
@@ -58,12 +64,13 @@ def _fold(node: Node, graph: Graph, constants: dict) -> list[np.ndarray] | None:
     return list(OPERATORS.get(node.op).evaluate(node, args))
 
 
-def fold_constants(graph: Graph) -> Graph:
-    """The graph with every foldable node replaced by the constants it computes."""
+def fold_constants(graph: Graph, keep: frozenset[str] = frozenset()) -> Graph:
+    """The graph with every foldable node replaced by the constants it computes (but nodes of
+    the operators in `keep`)."""
     constants = dict(graph.constants)
     kept = []
     for node in graph.nodes:
-        values = _fold(node, graph, constants)
+        values = _fold(node, graph, constants, keep)
         if values is None:
             kept.append(node)
             continue
@@ -79,4 +86,15 @@ def fold_constants(graph: Graph) -> Graph:
     return graph.with_nodes(kept, constants)
 
 
-__all__ = ["MAX_FOLDED_ELEMENTS", "SHAPE_ONLY", "fold_constants", "stand_in"]
+def fold_constants_keeping_dequantize(graph: Graph) -> Graph:
+    """fold_constants, but DequantizeLinear nodes stay (see the module docstring)."""
+    return fold_constants(graph, keep=frozenset({"DequantizeLinear"}))
+
+
+__all__ = [
+    "MAX_FOLDED_ELEMENTS",
+    "SHAPE_ONLY",
+    "fold_constants",
+    "fold_constants_keeping_dequantize",
+    "stand_in",
+]
