@@ -108,6 +108,8 @@ def bench_model(name: str, model, shapes: dict, runs: int) -> list[list[str]]:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        # its idle threads would otherwise spin between runs, taking loom's second core
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sessions[threads] = ort.InferenceSession(
             model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model),
             opts,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from loom import abi
 from loom.backend.base import Backend, register
-from loom.backend.cpu import strategies
+from loom.backend.cpu import group_schedules, strategies
 from loom.codegen.c import compile_c
 from loom.codegen.llvm import build_llvm
 from loom.runtime.host_runtime import HOST_RUNTIME
@@ -31,6 +31,10 @@ class LLVMBackend(Backend):
 
     def codegen(self, mod, target):
         return build_llvm(mod, target)
+
+    def schedule_group(self, s, outputs, pattern, target):
+        """Parallel and vectorized loops for a model's kernels (group_schedules.py)."""
+        group_schedules.schedule_group(s, outputs, pattern, target)
 
 
 class CBackend(Backend):
