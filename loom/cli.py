@@ -17,6 +17,7 @@ from loom.model import compile as compile_model
 from loom.runtime import artifact, elf
 from loom.runtime.load import load_module, read_archive, read_library
 from loom.runtime.model import Model
+from loom.runtime.session import device
 from loom.target import Target
 
 
@@ -241,14 +242,19 @@ def _compile(args) -> int:
 
 
 def _run(args) -> int:
-    model = Model(load_module(args.library))
+    module = load_module(args.library)
+    model = Model(module)
     inputs = {}
     for name, path in args.input or []:
         try:
             inputs[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise LoomError(f"--input {name}={path}: cannot read a .npy array: {e}") from None
-    outputs = model(**inputs)
+    if model.device_isa is None:
+        outputs = model(**inputs)
+    else:  # a device's model runs in a session: the emulator unless --device names another
+        with device(args.device or f"{model.device_isa}-sim") as session:
+            outputs = model.on(session)(**inputs)
     out_dir = pathlib.Path(args.output_dir) if args.output_dir else None
     for name, value in outputs.items():
         if out_dir is not None:
@@ -283,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("library", help="a library written by `loom compile`")
     run.add_argument("--input", action="append", type=_input_arg, help="NAME=FILE.npy")
     run.add_argument("--output-dir", help="write each output to DIR/NAME.npy")
+    run.add_argument(
+        "--device", help="the device session of a device's model (default: its emulator)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "compile":

@@ -6,6 +6,10 @@ each call). The `ModelModule` imported by that host module holds the constants a
 shapes and dtypes of the inputs, outputs and workspace; `export_library` stores it as a payload
 of the library and `load_module` rebuilds it (its loader is registered here), so
 `Model(load_module("model.so"))` runs the model in a process that has no compiler.
+
+A model compiled for a device (Hexagon) runs in a device session:
+`Model(module, device=session)` loads its code there, and each call copies the arrays in and
+out.
 """
 
 from __future__ import annotations
@@ -88,13 +92,23 @@ register_loader(TYPE_KEY, ModelModule.load)
 class Model:
     """A runnable model: `model(input=x)` or `model(x)` returns {output name: array}."""
 
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, device=None):
         found = [m for m in module.walk() if isinstance(m, ModelModule)]
         if not found:
             raise LoomError(f"{module!r} holds no compiled model (it was not made by loom.compile)")
         self.module = module
         self.info = found[0]
-        self._main = module[self.info.main]
+        self.device = device
+        self.device_isa = next(
+            (m.device_isa for m in module.walk() if self.info.main in m.function_names()), None
+        )
+        """The device whose code `main` is (None: the host)."""
+        if device is not None:
+            self._main = module.to_device(device)[self.info.main]
+        elif self.device_isa is not None:
+            self._main = None  # runs in a device session: `on(session)`
+        else:
+            self._main = module[self.info.main]
         self.input_names = tuple(n for n, _, _ in self.info.inputs)
         self.output_names = tuple(n for n, _, _ in self.info.outputs)
 
@@ -125,7 +139,16 @@ class Model:
             arrays.append(np.require(a, requirements="C"))  # 0-d stays 0-d
         return arrays
 
+    def on(self, device) -> Model:
+        """This model loaded into a device session (`loom.device("hexagon-sim")`)."""
+        return Model(self.module, device=device)
+
     def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
+        if self._main is None:
+            raise LoomError(
+                f"this model runs on a {self.device_isa} device: call it in a session, "
+                "model.on(session)(...) with session = loom.device(...)"
+            )
         inputs = self._arrays(args, kwargs)
         outputs = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.outputs]
         # the intermediate values: fresh for each call, so calls from several threads are safe

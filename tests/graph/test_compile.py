@@ -60,6 +60,14 @@ def onnxruntime_run(m, feeds):
     return s.run(None, feeds)
 
 
+def test_a_model_compiled_to_c_matches_onnxruntime():
+    m = small_cnn()
+    x = RNG.standard_normal((2, 3, 8, 8)).astype("float32")
+    compiled = loom.compile(m, target="c")  # C for the host's compiler
+    np.testing.assert_allclose(compiled(x=x)["y"], onnxruntime_run(m, {"x": x})[0], rtol=1e-4)
+    assert {g["target"] for g in compiled.info.groups} == {str(compiled.target)}
+
+
 def test_a_small_cnn_matches_onnxruntime():
     m = small_cnn()
     x = RNG.standard_normal((2, 3, 8, 8)).astype("float32")
