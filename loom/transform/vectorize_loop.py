@@ -98,6 +98,8 @@ class _Vectorizer:
             if a is e.a and b is e.b:
                 return e
             lanes = max(a.dtype.lanes, b.dtype.lanes)
+            if pred is not None and _traps_on_zero(e) and _is_vector(b):
+                b = _divisor_in_masked_lanes(b, pred, lanes)
             return type(e)(_broadcast(a, lanes), _broadcast(b, lanes))
         raise _CannotVectorize(f"unsupported expression {type(e).__name__}")
 
@@ -250,6 +252,17 @@ class _Vectorizer:
 
 def _and(pred: PrimExpr | None, cond: PrimExpr) -> PrimExpr:
     return cond if pred is None else logical_and(pred, cond)
+
+
+def _traps_on_zero(e: PrimExpr) -> bool:
+    return isinstance(e, E.Div | E.Mod | E.FloorDiv | E.FloorMod) and e.dtype.is_integer
+
+
+def _divisor_in_masked_lanes(b: PrimExpr, pred: PrimExpr, lanes: int) -> PrimExpr:
+    """A vector divisor that is 1 in the lanes `pred` masks off: their masked loads read 0,
+    and an integer division by 0 would fail the whole vector (its quotient is discarded)."""
+    one = _broadcast(IntImm(1, b.dtype.with_lanes(1)), lanes)
+    return E.Select(_broadcast(pred, lanes), b, one)
 
 
 def _reject_trapping_division(e: PrimExpr) -> None:

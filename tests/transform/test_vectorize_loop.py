@@ -81,6 +81,21 @@ def test_vectorized_padding_reads_are_masked():
     np.testing.assert_array_equal(p, np.pad(a, 1))
 
 
+def test_integer_division_in_a_masked_tail_divides_by_one_in_masked_off_lanes():
+    # 8 lanes over 5 elements: the masked-off lanes read 0 from B, which must not be divided by
+    A = te.placeholder((5,), "int32", name="A")
+    B = te.placeholder((5,), "int32", name="B")
+    C = te.compute((5,), lambda i: A[i] // B[i] + A[i] % B[i], name="C")
+    s = te.create_schedule(C.op)
+    _, inner = s[C].split(C.op.axis[0], factor=8)
+    s[C].vectorize(inner)
+    f = loom.build(s, [A, B, C], target="llvm")
+    a, b = np.arange(5, dtype="int32") - 2, np.array([2, -3, 1, 4, -2], "int32")
+    c = np.empty(5, "int32")
+    f(a, b, c)
+    np.testing.assert_array_equal(c, a // b + a % b)
+
+
 def test_loop_carried_dependency_is_not_vectorized():
     from loom.ir import IntImm, PrimFunc, Var, decl_buffer
     from loom.ir.stmt import For as ForStmt
