@@ -1,5 +1,8 @@
-"""Memory scopes and the rules that lower pragmas to data-movement calls."""
+"""Memory scopes, the rules that lower pragmas to data-movement calls, and the static memory
+planner (`plan`: offsets for buffers with lifetimes; loom/memory/planner)."""
 
+from loom.memory import planner
+from loom.memory.planner import plan
 from loom.memory.pragma import PragmaRule, get_pragma_rule, list_pragma_rules, register_pragma_rule
 from loom.memory.scope import (
     FixedAddress,
@@ -22,6 +25,8 @@ __all__ = [
     "get_pragma_rule",
     "list",
     "list_pragma_rules",
+    "plan",
+    "planner",
     "register",
     "register_pragma_rule",
     "unregister",
