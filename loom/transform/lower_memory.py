@@ -4,9 +4,11 @@ Afterwards only stack allocations (`Stack` scopes) are left as `Allocate`:
 - `RuntimeAllocator` scopes: `let data = alloc(bytes, alignment)`, an assertion that it is not
   NULL (the allocator's last error propagates), and `defer free(data)` so the memory is freed
   on every exit path, including errors;
-- `FixedAddress` scopes: `let data = base + offset`, offsets packed in order of appearance with
-  the scope's alignment; a function whose buffers need more than the scope's capacity is a
-  build error giving required and available bytes.
+- `FixedAddress` scopes: `let data = base + offset`, the offsets planned by loom's memory
+  planner (loom/memory/planner) from each buffer's lifetime, so buffers never alive at the same
+  time share space; a buffer lives from its allocation to the end of its body, counted in
+  statements of the function. A function whose live buffers need more than the scope's
+  capacity is a build error giving required and available bytes.
 Every constant-size allocation is checked against its scope's capacity.
 """
 
@@ -21,13 +23,86 @@ from loom.ir.expr import Call, IntImm, PrimExpr
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, AssertStmt, DeferStmt, Evaluate, LetStmt, Stmt
-from loom.ir.visitor import Mutator
+from loom.ir.visitor import Mutator, Visitor
+from loom.memory.planner import Buffer as Block
+from loom.memory.planner import plan
 from loom.memory.scope import FixedAddress, MemoryScope, RuntimeAllocator, Stack
 from loom.transform.pass_infra import Pass, register_pass
 
 
-def _align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
+class _Lifetimes(Visitor):
+    """[start, end) of each allocation in statements of a walk: from the Allocate to the end of
+    its body (an allocation inside a loop is one buffer, reused by every iteration)."""
+
+    def __init__(self):
+        self.step = 0
+        self.spans: dict[int, tuple[Allocate, int, int]] = {}  # id(allocate) -> span
+
+    def visit(self, node) -> None:
+        if isinstance(node, Stmt):
+            self.step += 1
+        super().visit(node)
+
+    def visit_Allocate(self, s: Allocate) -> None:
+        start = self.step
+        self.generic_visit(s)
+        self.spans[id(s)] = (s, start, self.step + 1)
+
+
+def _capacity_error(func: PrimFunc, buf: Buffer, scope: MemoryScope, nbytes, target):
+    """The error for a buffer larger than its scope (or the target's limit on it), or None."""
+    limits = [c for c in (scope.capacity, target.memory_capacity(scope.name)) if c is not None]
+    if limits and isinstance(nbytes, IntImm) and nbytes.value > min(limits):
+        return LoomError(
+            f"function {func.name}: buffer {buf.name} needs {nbytes.value} "
+            f"bytes but memory scope {scope.name} has {min(limits)} bytes on {target}"
+        )
+    return None
+
+
+def _fixed_blocks(func: PrimFunc, target) -> dict[str, list[tuple[Allocate, Block]]]:
+    """scope -> (allocation, planner block) of each fixed-address allocation of `func`."""
+    lifetimes = _Lifetimes()
+    lifetimes.visit(func.body)
+    blocks: dict[str, list] = {}
+    for s, start, end in sorted(lifetimes.spans.values(), key=lambda span: span[1]):
+        scope = memory.get(s.buffer.scope)
+        strategy = scope.strategy
+        if not isinstance(strategy, FixedAddress):
+            continue
+        nbytes = simplify(s.buffer.storage_elements() * s.buffer.dtype.itemsize)
+        too_large = _capacity_error(func, s.buffer, scope, nbytes, target)
+        if too_large is not None:
+            raise too_large
+        if not isinstance(nbytes, IntImm):
+            raise LoomError(
+                f"function {func.name}: buffer {s.buffer.name} in fixed-address "
+                f"scope {scope.name} needs a constant size, got {nbytes}"
+            )
+        alignment = max(s.buffer.alignment, scope.alignment, strategy.unit_bits // 8)
+        name = f"{s.buffer.name}#{len(blocks.get(scope.name, []))}"
+        block = Block(name, nbytes.value, start, end, alignment)
+        blocks.setdefault(scope.name, []).append((s, block))
+    return blocks
+
+
+def _plan_fixed(func: PrimFunc, target) -> dict[int, int]:
+    """id(allocate) -> byte offset in its scope, for every fixed-address allocation."""
+    offsets = {}
+    for scope_name, placed in _fixed_blocks(func, target).items():
+        scope = memory.get(scope_name)
+        result = plan([b for _, b in placed], capacity=scope.capacity)
+        if result.peak > scope.capacity:
+            live = ", ".join(
+                f"{s.buffer.name}: {b.size} bytes at offset {result.offsets[b.name]}"
+                for s, b in placed
+            )
+            raise LoomError(
+                f"function {func.name}: buffers in memory scope {scope_name} need "
+                f"{result.peak} bytes ({live}), but the scope has {scope.capacity} bytes"
+            )
+        offsets.update({id(s): result.offsets[b.name] for s, b in placed})
+    return offsets
 
 
 class _LowerAllocations(Mutator):
@@ -35,7 +110,7 @@ class _LowerAllocations(Mutator):
         self.func = func
         self.target = target
         self.device = target.device
-        self.fixed_used: dict[str, int] = {}  # scope -> bytes placed so far
+        self.fixed_offsets = _plan_fixed(func, target)  # id(allocate) -> offset
         self.scopes: dict[str, None] = {}  # every scope allocated in, in order
 
     def visit_Allocate(self, s: Allocate) -> Stmt:
@@ -46,8 +121,8 @@ class _LowerAllocations(Mutator):
         self._check_capacity(buf, scope, nbytes)
         alignment = max(buf.alignment, scope.alignment)
         strategy = scope.strategy
-        if isinstance(strategy, FixedAddress):  # placed before the buffers inside it
-            address = self._fixed_address(buf, scope, strategy, nbytes, alignment)
+        if isinstance(strategy, FixedAddress):
+            address = strategy.base + self.fixed_offsets[id(s)] // (strategy.unit_bits // 8)
             return LetStmt(buf.data, op.cast(IntImm(address, "uint64"), HANDLE), self.visit(s.body))
         body = self.visit(s.body)
         if isinstance(strategy, Stack):
@@ -55,14 +130,9 @@ class _LowerAllocations(Mutator):
         return self._runtime_allocation(buf, scope, strategy, nbytes, alignment, body)
 
     def _check_capacity(self, buf: Buffer, scope: MemoryScope, nbytes: PrimExpr) -> None:
-        limits = [
-            c for c in (scope.capacity, self.target.memory_capacity(scope.name)) if c is not None
-        ]
-        if limits and isinstance(nbytes, IntImm) and nbytes.value > min(limits):
-            raise LoomError(
-                f"function {self.func.name}: buffer {buf.name} needs {nbytes.value} "
-                f"bytes but memory scope {scope.name} has {min(limits)} bytes on {self.target}"
-            )
+        too_large = _capacity_error(self.func, buf, scope, nbytes, self.target)
+        if too_large is not None:
+            raise too_large
 
     def _runtime_allocation(
         self,
@@ -103,32 +173,6 @@ class _LowerAllocations(Mutator):
         )
         not_null = op.logical_not(op.call_intrin("bool", "isnullptr", buf.data))
         return LetStmt(buf.data, call, AssertStmt(not_null, message, DeferStmt(free_call, body)))
-
-    def _fixed_address(
-        self,
-        buf: Buffer,
-        scope: MemoryScope,
-        strategy: FixedAddress,
-        nbytes: PrimExpr,
-        alignment: int,
-    ) -> int:
-        """The next free address of the scope, aligned; bytes beyond capacity are an error."""
-        if not isinstance(nbytes, IntImm):
-            raise LoomError(
-                f"function {self.func.name}: buffer {buf.name} in fixed-address "
-                f"scope {scope.name} needs a constant size, got {nbytes}"
-            )
-        unit = strategy.unit_bits // 8
-        offset = _align_up(self.fixed_used.get(scope.name, 0), max(alignment, unit))
-        end = offset + nbytes.value
-        if end > scope.capacity:
-            raise LoomError(
-                f"function {self.func.name}: buffers in memory scope {scope.name} need {end} "
-                f"bytes ({buf.name}: {nbytes.value} bytes at offset {offset}), but the scope has "
-                f"{scope.capacity} bytes"
-            )
-        self.fixed_used[scope.name] = end
-        return strategy.base + offset // unit
 
 
 MEMORIES_ATTR = "memories"

@@ -148,6 +148,24 @@ def test_fixed_address_buffers_are_packed_in_order(scopes):
     check(before, expected, ("test.scratch",))
 
 
+def test_fixed_address_buffers_never_alive_together_share_space(scopes):
+    # T is freed before U is allocated: the planner gives both the scope's first bytes
+    def before(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return seq(Allocate(T, copy_through(T, A)), Allocate(U, copy_through(U, A)))
+
+    def expected(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return seq(
+            LetStmt(T.data, address(SCRATCH_BASE), copy_through(T, A)),
+            LetStmt(U.data, address(SCRATCH_BASE), copy_through(U, A)),
+        )
+
+    check(before, expected, ("test.scratch",))
+
+
 def test_word_addressed_memory_counts_in_words(scopes):
     def before(A):
         T = decl_buffer((3,), "int8", "T", scope="test.words")  # 3 bytes, rounded to a word
@@ -160,7 +178,8 @@ def test_word_addressed_memory_counts_in_words(scopes):
         T = decl_buffer((3,), "int8", "T", scope="test.words")
         U = decl_buffer((2,), "int32", "U", scope="test.words")
         body = seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,)))
-        return LetStmt(T.data, address(WORDS_BASE), LetStmt(U.data, address(WORDS_BASE + 1), body))
+        # the planner places the larger U first: T starts after U's 8 bytes, at word 2
+        return LetStmt(T.data, address(WORDS_BASE + 2), LetStmt(U.data, address(WORDS_BASE), body))
 
     check(before, expected, ("test.words",))
 
