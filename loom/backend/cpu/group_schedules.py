@@ -26,8 +26,7 @@ Softmax's maximum and sum) is then scheduled on its own:
 
 Element-wise stages are always vectorized (the vectorizer runs a loop it cannot vectorize
 serially); what they read across the lanes through a broadcast or a transpose is left to LLVM
-(gathers). A stage dividing integers by data gets no masked lanes: the vectorizer would divide
-by the zeros its masked loads read there. A fused block keeps a contiguous access contiguous:
+(gathers). A fused block keeps a contiguous access contiguous:
 a vector covers whole rows, and no more than the vectorizer's widest vector, so that after
 lowering `row * cols + col` simplifies back to one index.
 
@@ -40,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from loom.ir.expr import Call, Div, FloorDiv, FloorMod, IntImm, Mod, PrimExpr, Var
+from loom.ir.expr import Call, IntImm, PrimExpr, Var
 from loom.ir.simplify import simplify
 from loom.ir.visitor import Mutator, post_order_visit, substitute
 from loom.te.schedule import AttachType, Schedule, Stage
@@ -160,10 +159,9 @@ class _InlineReads(Mutator):
 @dataclasses.dataclass(frozen=True)
 class _Reads:
     """What a stage's rule does, looking through inlined stages: its tensor reads (None when
-    too big to say) and whether it divides integers by a value that may be zero."""
+    too big to say) and its library calls."""
 
     loads: list[ProducerLoad] | None
-    may_trap: bool
     library_calls: int  # calls of LIBRARY_FUNCTIONS
 
     @property
@@ -176,32 +174,18 @@ def _reads(s: Schedule, body: PrimExpr) -> _Reads:
     try:
         inlined = _InlineReads(s).visit(body)
     except _TooBig:
-        return _Reads(None, True, 0)
+        return _Reads(None, 0)
     loads: list[ProducerLoad] = []
-    traps: list[PrimExpr] = []
     calls: list[Call] = []
 
     def record(n) -> None:
         if isinstance(n, ProducerLoad):
             loads.append(n)
-        elif _divides_by_data(n):
-            traps.append(n)
         elif isinstance(n, Call) and n.op in LIBRARY_FUNCTIONS:
             calls.append(n)
 
     post_order_visit(inlined, record)
-    return _Reads(loads, bool(traps), len(calls))
-
-
-def _divides_by_data(e) -> bool:
-    """An integer division or remainder by a non-constant: in a lane masked off past the end
-    of a padded vector, its divisor reads as zero, which the division check refuses (the
-    vectorizer masks loads there but not divisions)."""
-    return (
-        isinstance(e, Div | Mod | FloorDiv | FloorMod)
-        and e.dtype.is_integer
-        and not isinstance(e.b, IntImm)
-    )
+    return _Reads(loads, len(calls))
 
 
 def _flat_index(load: ProducerLoad) -> PrimExpr:
@@ -427,9 +411,6 @@ def _schedule_elementwise(s: Schedule, stage: Stage, vector_bytes: int) -> None:
     block = _vector_block(op, list(op.axis), reads.loads, vector_bytes)
     if block is None:
         return
-    if reads.may_trap and block.extent % block.lanes:
-        # no masked lanes: the vectorizer cuts the block itself, its last vector shorter
-        block = dataclasses.replace(block, lanes=block.extent)
     block_outer, vector = _split_block(stage, block)
     if _worth_parallel(op, reads.cost):
         outer = list(op.axis[: block.start])
@@ -467,10 +448,8 @@ def _schedule_reduction(s: Schedule, stage: Stage, vector_bytes: int) -> None:
     axes = list(op.axis)
     reads = _reads(s, op.body)
     block = _vector_block(op, axes, reads.loads, vector_bytes, accumulate=True)
-    if (
-        reads.may_trap
-        or not _vector_reduction(op, axes, reads.loads, block, _steps(op))
-        or (block.start == 0 and block.extent <= block.lanes)
+    if not _vector_reduction(op, axes, reads.loads, block, _steps(op)) or (
+        block.start == 0 and block.extent <= block.lanes
     ):
         _parallel_rows(stage, _worth_parallel(op, _steps(op) * reads.cost))
         return
@@ -510,8 +489,7 @@ def _schedule_epilogue(s: Schedule, stage: Stage, reduction: Stage, vector_bytes
     axes = list(op.axis)
     extents = _extents(op)
     block = _vector_block(op, axes, loads, vector_bytes, accumulate=True)
-    may_trap = red_reads.may_trap or out_reads.may_trap
-    vectorized = not may_trap and _vector_reduction(op, axes, loads, block, _steps(red))
+    vectorized = _vector_reduction(op, axes, loads, block, _steps(red))
     steps = _steps(red) * red_reads.cost
     if vectorized:
         steps = -(-steps // VECTOR_REDUCTION_SPEEDUP)
