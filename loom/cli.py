@@ -1,5 +1,7 @@
 """The `loom` command: `loom inspect LIB` shows what an exported library holds; `loom compile
-MODEL.onnx -o LIB` compiles a model; `loom run LIB --input NAME=FILE.npy` runs it."""
+MODEL.onnx -o LIB` compiles a model (and writes the header of its C entry point beside it);
+`loom run LIB --input NAME=FILE.npy` runs it; `loom plan MODEL.onnx -o plan.png` plans its memory
+pools and draws them."""
 
 from __future__ import annotations
 
@@ -13,12 +15,15 @@ import numpy as np
 from loom import abi
 from loom.abi import FunctionSignature
 from loom.errors import LoomError
+from loom.memory.picture import Panel, draw, summary_line
+from loom.memory.pool import Pool
 from loom.model import compile as compile_model
+from loom.model import lower_model
 from loom.runtime import artifact, elf
 from loom.runtime.load import load_module, read_archive, read_library
 from loom.runtime.model import Model
 from loom.runtime.session import device
-from loom.target import Target
+from loom.target import Target, as_target
 
 
 def inspect_library(path: str) -> dict:
@@ -208,6 +213,18 @@ def _model_lines(model: dict) -> list[str]:
     lines += [
         f"    {g['kernel']}: {' + '.join(g['ops'])}  [{g['target']}]" for g in model["groups"]
     ]
+    pools = model.get("pools", ())
+    if pools:
+        lines.append(f"  memory pools (C entry point {model.get('name', 'model')}_run):")
+    for p in pools:
+        where = {"caller": "given by the caller", "static": "in the library"}.get(
+            p["placement"], f"fixed addresses of {p['scope']}"
+        )
+        lines.append(
+            f"    {p['name']}: {p['kind']}, {where}, {p['size']:,} bytes for {p['buffers']} "
+            f"buffers (lower bound {p['lower_bound']:,}), reached from "
+            f"{', '.join(p['accessible_from'])}"
+        )
     return lines
 
 
@@ -230,14 +247,62 @@ def _input_arg(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _pool_arg(text: str) -> Pool:
+    """NAME[:KEY=VALUE...] with keys size, access (devices joined by +), kind, alignment,
+    scope, placement: e.g. dram:access=cpu+npu or spad:access=npu:scope=npu.spad."""
+    name, *items = text.split(":")
+    fields: dict = {}
+    try:
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in _POOL_KEYS:
+                raise ValueError(f"{item!r} is not one of {', '.join(k + '=' for k in _POOL_KEYS)}")
+            fields[_POOL_KEYS[key]] = value
+        for key in ("size", "alignment"):
+            if key in fields:
+                fields[key] = int(fields[key])
+        if "accessible_from" in fields:
+            fields["accessible_from"] = tuple(fields["accessible_from"].split("+"))
+        return Pool(name, **fields)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"--pool {text!r}: {e}") from None
+
+
+_POOL_KEYS = {
+    "size": "size",
+    "access": "accessible_from",
+    "kind": "kind",
+    "alignment": "alignment",
+    "scope": "scope",
+    "placement": "placement",
+}
+
+
 def _compile(args) -> int:
     shapes = dict(args.shape) if args.shape else None
-    compiled = compile_model(args.model, target=args.target, shapes=shapes)
+    compiled = compile_model(
+        args.model, target=args.target, shapes=shapes, pools=args.pool or (), name=args.name
+    )
     compiled.export_library(args.output)
+    header = pathlib.Path(args.output).with_name(f"{compiled.info.name}.h")
+    compiled.export_header(header)
     print(
         f"{args.model}: {len(compiled.graph.nodes)} kernels for {compiled.target}, "
-        f"written to {args.output}"
+        f"written to {args.output}; its C entry point {compiled.info.name}_run is declared "
+        f"in {header}"
     )
+    return 0
+
+
+def _plan(args) -> int:
+    shapes = dict(args.shape) if args.shape else None
+    done = lower_model(args.model, target=args.target, shapes=shapes, pools=args.pool or ())
+    panels = [Panel(p.pool.name, p.blocks, p.plan, p.pool.size) for p in done.memory_plan.pools]
+    for panel in panels:
+        print(summary_line(panel))
+    if args.output:
+        draw(panels, args.output, title=f"{args.model} for {as_target(args.target)}")
+        print(f"written to {args.output}")
     return 0
 
 
@@ -268,6 +333,13 @@ def _run(args) -> int:
     return 0
 
 
+POOL_HELP = (
+    "a memory pool, NAME[:size=BYTES][:access=DEV+DEV][:kind=workspace|constant][:alignment=N]"
+    "[:scope=FIXED_SCOPE][:placement=caller|static|fixed] (repeat; default: a caller-given "
+    "workspace and a constant pool)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loom", description="loom, a tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -285,6 +357,18 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument(
         "--shape", action="append", type=_shape_arg, help="NAME=D0,D1,...: an input's shape"
     )
+    comp.add_argument("--name", help="the model's name: its C entry point is NAME_run")
+    comp.add_argument("--pool", action="append", type=_pool_arg, help=POOL_HELP)
+    plan = sub.add_parser(
+        "plan", help="plan a model's memory pools: a line per pool, and a picture with -o"
+    )
+    plan.add_argument("model", help="an .onnx file")
+    plan.add_argument("-o", "--output", help="the picture to write (.png, .svg, .pdf)")
+    plan.add_argument("--target", default="llvm", help="the target (default: llvm, this CPU)")
+    plan.add_argument(
+        "--shape", action="append", type=_shape_arg, help="NAME=D0,D1,...: an input's shape"
+    )
+    plan.add_argument("--pool", action="append", type=_pool_arg, help=POOL_HELP)
     run = sub.add_parser("run", help="run a compiled model on .npy inputs")
     run.add_argument("library", help="a library written by `loom compile`")
     run.add_argument("--input", action="append", type=_input_arg, help="NAME=FILE.npy")
@@ -298,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             return _compile(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "plan":
+            return _plan(args)
         info = inspect_library(args.library)
     except (LoomError, TypeError, ValueError) as e:
         print(f"loom {args.command}: {e}", file=sys.stderr)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from loom.backend.base import checked_passes
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
+from loom.memory.pool import POOLS_ATTR, Pool, check_pools
 from loom.packaging import finish
 from loom.target import Target, as_target
 from loom.te.lower import lower_schedule
@@ -21,6 +22,7 @@ def lower(
     args: Sequence[Tensor | Var] | None = None,
     name: str = "main",
     target: str | Target | None = None,
+    pools: Sequence[Pool] = (),
 ) -> IRModule:
     """Lower a schedule (with its argument list) or loop IR through the lowering pipeline.
 
@@ -29,6 +31,8 @@ def lower(
     run too (memory scopes, pragmas, checks): the result is what the code generator receives.
     For an accelerator backend's target, the function is first split into the host function
     and the kernels (`Backend.partition`), and the backend's passes run at their phases.
+    `pools` (loom.memory.Pool) are where the memory planner (plan_memory) places the
+    program's buffers; without them, a caller-given workspace and a constant pool.
     """
     if isinstance(inp, Schedule):
         if args is None:
@@ -42,6 +46,7 @@ def lower(
         mod = inp
     else:
         raise TypeError(f"lower takes a Schedule, PrimFunc or IRModule, got {type(inp).__name__}")
+    pools = check_pools(pools)
     ctx = PassContext.current()
     if target is None:
         return ctx.run(pipeline.expand(pipeline.LOWER, ctx), mod)
@@ -52,6 +57,8 @@ def lower(
         mod = backend.partition(mod.functions[0])
     backend_passes = checked_passes(backend)
     mod = mod.with_attr("target", target)
+    if pools:
+        mod = mod.with_attr(POOLS_ATTR, pools)
     return ctx.run(pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend_passes), mod)
 
 
@@ -60,14 +67,16 @@ def build(
     args: Sequence[Tensor | Var] | None = None,
     target: str | Target = "llvm",
     name: str = "main",
+    pools: Sequence[Pool] = (),
 ):
     """Lower and compile to a callable `loom.runtime.Module` (as `tvm.build`).
 
     `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", "c" (C
     compiled by the system compiler), "hexagon ...", a registered accelerator's name, or a
     Target. The target's kind (a registered `loom.backend.Backend`) generates the code;
-    `loom.packaging.finish` resolves its symbols, links it and loads it.
+    `loom.packaging.finish` resolves its symbols, links it and loads it. `pools`: as in
+    `lower`.
     """
     target = as_target(target)
-    mod = lower(inp, args, name, target=target)
+    mod = lower(inp, args, name, target=target, pools=pools)
     return finish(target.backend.codegen(mod, target))

@@ -30,6 +30,7 @@ from loom.memory.scope import MemoryScope
 from loom.registry import Registry
 from loom.runtime.module import Module
 from loom.te.tensorize import TensorIntrin
+from loom.transform.lower_memory import DEVICE_ATTR
 from loom.transform.pass_infra import PHASES, Pass, as_pass
 
 KERNEL_ATTR = "backend_kernel"
@@ -47,6 +48,9 @@ class Backend:
     device: str = "cpu"
     """The processor the generated code runs on, as memory scopes and runtime libraries name
     it. An accelerator's code runs on the host CPU and calls the accelerator's library."""
+    kernel_device: str | None = None
+    """The device its kernels (`partition`'s) run on, as memory scopes and pools name it, for
+    the checks of who touches what (None: the backend's name)."""
     partitions: bool = True
     """Whether a function is split into a host function and kernels (`partition`)."""
     options: tuple[str, ...] = ("mtriple", "mcpu", "mattr")
@@ -145,6 +149,7 @@ class Backend:
         kernel `<name>_<backend>` and the host function `<name>` calls it (only if
         `partitions`)."""
         kernel = func.replace(name=f"{func.name}_{self.name}").with_attr(KERNEL_ATTR, self.name)
+        kernel = kernel.with_attr(DEVICE_ATTR, self.kernel_device or self.name)
         args = [p.data if isinstance(p, Buffer) else p for p in func.params]
         call = op.equal(op.call_func(kernel.name, *args), 0)
         host = PrimFunc(func.name, func.params, AssertStmt(call, None, NOP))

@@ -13,6 +13,7 @@ from loom.ir.visitor import post_order_visit
 from loom.memory.scope import Stack
 from loom.transform.lower_memory import MEMORIES_ATTR
 from loom.transform.lower_parallel import PARALLEL_TASK_ATTR
+from loom.transform.plan_memory import GLOBALS_ATTR
 
 
 def memories_used(mod: IRModule) -> tuple[str, ...]:
@@ -67,3 +68,16 @@ def check_stack(function: str, nbytes: int, limit: int) -> None:
             f"local), more than the target's limit of {limit}; use scope 'global' for large "
             "buffers"
         )
+
+
+def global_arrays(mod) -> dict:
+    """symbol -> GlobalArray of the arrays of the library (plan_memory's static pools), which a
+    code generator emits where `global_address` first names them."""
+    return {g.symbol: g for g in mod.attr(GLOBALS_ATTR, ())}
+
+
+def unknown_global(symbol: str, arrays) -> LoomError:
+    return LoomError(
+        f"global_address names {symbol!r}, which is not an array of the module (it has "
+        f"{sorted(arrays)})"
+    )

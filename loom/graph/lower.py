@@ -7,14 +7,15 @@ bias + ReLU is one loop nest); then the target's backend schedules it further
 (`Backend.schedule_group`: the CPU parallelizes and vectorizes). It is lowered to a PrimFunc
 whose arguments are the node's inputs, then its outputs.
 
-`main` takes the graph's inputs, then the constants the kernels read (weights), then the
-graph's outputs, then a workspace buffer per intermediate value, and calls the kernels in order.
+`main` takes the graph's inputs, then its outputs, and calls the kernels in order. The
+constants the kernels read (weights, with their values: CONSTANTS_ATTR) and the intermediate
+values (TENSORS_ATTR) are buffers `main` uses without binding: the memory planner
+(loom/transform/plan_memory.py) places them in pools, constants embedded in the library.
 A region (loom/graph/passes/partition.py) is lowered by its backend (`Backend.lower_region`):
 main calls its host function with all its inputs, constants included, then its outputs.
-The caller owns the workspace (loom.runtime.model allocates it for each call), so `main` has no
-allocation of its own: an allocation statement per intermediate value would nest `main`'s body
-hundreds deep in a real model, deeper than the IR's recursive passes can walk. The memory
-planner will place them in pools. A kernel's failure status ends `main` with that status.
+`main` has no allocation of its own: an allocation statement per intermediate value would nest
+its body hundreds deep in a real model, deeper than the IR's recursive passes can walk. A
+kernel's failure status ends `main` with that status.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from loom.te.lower import lower_schedule
 from loom.te.operation import compute, placeholder
 from loom.te.schedule import AttachType, create_schedule
 from loom.te.tensor import ComputeOp, Reduce, Tensor
+from loom.transform.plan_memory import CONSTANTS_ATTR, TENSORS_ATTR, ConstantData
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +50,7 @@ class LoweredGraph:
     constants: tuple[str, ...]
     outputs: tuple[str, ...]
     workspace: tuple[str, ...]
-    """The intermediate values, in the caller's memory (see the module docstring)."""
+    """The intermediate values, placed in pools by the memory planner."""
     kernels: tuple[str, ...]
     """The functions `main` calls, in order: one per node of the graph, then output copies."""
 
@@ -259,10 +261,13 @@ def lower_graph(graph: Graph, progress: bool | None = None, target=None) -> Lowe
             for name, args in calls
         ]
     )
-    interface = {*graph.inputs, *constants, *outputs}
-    workspace = tuple(v for v in buffers if v not in interface)
-    params = [buffers[v] for v in (*graph.inputs, *constants, *outputs, *workspace)]
+    interface = {*graph.inputs, *outputs}
+    workspace = tuple(v for v in buffers if v not in interface and v not in constants)
+    params = [buffers[v] for v in (*graph.inputs, *outputs)]
     main = PrimFunc(c_name(graph.name), tuple(params), body)
+    main = main.with_attr(TENSORS_ATTR, tuple(buffers[v] for v in workspace))
+    data = tuple((buffers[v], ConstantData(v, graph.constants[v])) for v in constants)
+    main = main.with_attr(CONSTANTS_ATTR, data)
     return LoweredGraph(
         IRModule((main, *functions)),
         tuple(graph.inputs),

@@ -129,6 +129,20 @@ register(
     "the bits of a value as another integer or float dtype of the same width (float32 <-> "
     "uint32, ...); made by lower_parallel to pack floats into its closures",
 )
+
+
+def _global_address(call) -> None:
+    if not isinstance(call.args[0], StringImm) or not call.dtype.is_handle:
+        raise TypeError("global_address takes an array's symbol (a StringImm), returns a handle")
+
+
+register(
+    "global_address",
+    1,
+    _global_address,
+    "the address of an array of the library (the module's attribute `globals`: a static memory "
+    "pool, constants embedded with their values); made by plan_memory",
+)
 register(
     "function_address",
     1,

@@ -115,7 +115,10 @@ get = SCOPES.get
 list_scopes = SCOPES.items
 
 
-HOST_DEVICES = ("cpu", "hexagon")
+HOST_DEVICES = ("cpu", "hexagon", "npu")
+"""The devices whose code runs with a stack and this memory: the CPU, Hexagon (its own), and the
+reference NPU, whose kernels are control code (loops, padding) run by a core sharing host memory
+while its array reads and writes that memory only through mvin/mvout."""
 
 register(
     MemoryScope(

@@ -1,11 +1,12 @@
 """A compiled model at run time: its `main` function, its constants and its interface.
 
-`loom.compile` builds a host module whose `main` takes the model's inputs, then its constants
-(weights), then its outputs, then a workspace array per intermediate value (allocated here for
-each call). The `ModelModule` imported by that host module holds the constants and the names,
-shapes and dtypes of the inputs, outputs and workspace; `export_library` stores it as a payload
-of the library and `load_module` rebuilds it (its loader is registered here), so
-`Model(load_module("model.so"))` runs the model in a process that has no compiler.
+`loom.compile` builds a host module whose `main` takes the model's inputs, then its outputs,
+then one byte array per memory pool the caller gives (allocated here for each call); the
+constants are in the library (docs/memory-planning.md). The `ModelModule` imported by that host
+module holds the names, shapes and dtypes of the inputs and outputs and the pools;
+`export_library` stores it as a payload of the library and `load_module` rebuilds it (its loader
+is registered here), so `Model(load_module("model.so"))` runs the model in a process that has no
+compiler.
 
 A model compiled for a device (Hexagon) runs in a device session:
 `Model(module, device=session)` loads its code there, and each call copies the arrays in and
@@ -14,76 +15,86 @@ out.
 
 from __future__ import annotations
 
-import io
 import json
+import pathlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from loom.abi.dtype import dtype
 from loom.errors import LoomError
+from loom.runtime import c_entry
 from loom.runtime.module import Module, register_loader
+from loom.runtime.ndarray import empty
 
 TYPE_KEY = "loom.model"
 
 
 class ModelModule(Module):
-    """The constants and interface of a compiled model (no code of its own)."""
+    """The interface of a compiled model (no code of its own): its inputs and outputs, the
+    kernels `main` calls, and its memory pools. `pools` describes every pool (name, kind,
+    placement, size in bytes, the devices that reach it, lower bound and buffers planned);
+    `main` takes the inputs, the outputs, then an array of `size` bytes for each pool whose
+    placement is "caller", in `pools`' order."""
 
     def __init__(
         self,
         main: str,
         inputs: Sequence[tuple[str, tuple[int, ...], str]],
         outputs: Sequence[tuple[str, tuple[int, ...], str]],
-        constants: Sequence[np.ndarray],
         groups: Sequence[dict] = (),
-        workspace: Sequence[tuple[str, tuple[int, ...], str]] = (),
+        pools: Sequence[dict] = (),
+        name: str = "model",
+        alignment: int = 64,
     ):
         super().__init__(TYPE_KEY, {})
         self.main = main
+        self.name = name
+        """The model's name: its C entry point is `<name>_run` (loom/runtime/c_entry.py)."""
+        self.alignment = int(alignment)
+        """The alignment in bytes `main` requires of every input and output."""
         self.inputs = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in inputs]
         self.outputs = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in outputs]
-        self.constants = [np.require(c, requirements="C") for c in constants]
         self.groups = [dict(g) for g in groups]
-        self.workspace = [(n, tuple(int(d) for d in s), str(dtype(t))) for n, s, t in workspace]
+        self.pools = [dict(p) for p in pools]
+
+    @property
+    def caller_pools(self) -> list[dict]:
+        """The pools the caller passes to `main`, in order."""
+        return [p for p in self.pools if p["placement"] == "caller"]
 
     def _interface(self) -> dict:
         return {
+            "name": self.name,
+            "alignment": self.alignment,
             "main": self.main,
             "inputs": [[n, list(s), t] for n, s, t in self.inputs],
             "outputs": [[n, list(s), t] for n, s, t in self.outputs],
             "groups": self.groups,
-            "workspace": [[n, list(s), t] for n, s, t in self.workspace],
+            "pools": self.pools,
         }
 
     def metadata(self) -> dict:
         return {"model": self._interface()}
 
     def save_payload(self) -> bytes:
-        buf = io.BytesIO()
-        arrays = {f"c{k}": c for k, c in enumerate(self.constants)}
-        np.savez(
-            buf, **arrays, interface=np.frombuffer(json.dumps(self._interface()).encode(), np.uint8)
-        )
-        return buf.getvalue()
+        return json.dumps(self._interface()).encode()
 
     @staticmethod
     def load(payload: bytes, record: dict) -> ModelModule:
         try:
-            with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-                interface = json.loads(bytes(z["interface"]).decode())
-                count = len([k for k in z.files if k.startswith("c")])
-                constants = [z[f"c{k}"] for k in range(count)]
-        except (ValueError, KeyError, OSError, json.JSONDecodeError) as e:
+            interface = json.loads(payload.decode())
+            return ModelModule(
+                interface["main"],
+                interface["inputs"],
+                interface["outputs"],
+                interface.get("groups", ()),
+                interface.get("pools", ()),
+                interface.get("name", "model"),
+                interface.get("alignment", 64),
+            )
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             raise LoomError(f"the model payload of this library is damaged: {e}") from None
-        return ModelModule(
-            interface["main"],
-            interface["inputs"],
-            interface["outputs"],
-            constants,
-            interface.get("groups", ()),
-            interface.get("workspace", ()),
-        )
 
 
 register_loader(TYPE_KEY, ModelModule.load)
@@ -151,13 +162,22 @@ class Model:
             )
         inputs = self._arrays(args, kwargs)
         outputs = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.outputs]
-        # the intermediate values: fresh for each call, so calls from several threads are safe
-        workspace = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.workspace]
-        self._main(*inputs, *self.info.constants, *outputs, *workspace)
+        # the caller's pools: fresh for each call, so calls from several threads are safe
+        pools = [empty((p["size"],), "uint8", p["alignment"]) for p in self.info.caller_pools]
+        self._main(*inputs, *outputs, *pools)
         return dict(zip(self.output_names, outputs))
 
     def export_library(self, path, **kwargs) -> None:
         self.module.export_library(path, **kwargs)
+
+    def c_header(self) -> str:
+        """The text of `<name>.h`: the structs and the prototype of the library's C entry point
+        `<name>_run` (loom/runtime/c_entry.py)."""
+        return c_entry.header(self.info.name, self.info)
+
+    def export_header(self, path) -> None:
+        """Write `c_header()` to `path` (conventionally `<name>.h`)."""
+        pathlib.Path(path).write_text(self.c_header())
 
 
 __all__ = ["TYPE_KEY", "Model", "ModelModule"]

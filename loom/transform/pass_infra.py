@@ -18,11 +18,13 @@ from loom.errors import LoomError
 from loom.ir.function import IRModule, PrimFunc
 from loom.registry import Registry
 
-PHASES = ("schedule", "flatten", "vectorize", "final", "build")
-"""Where user passes can be inserted (TVM's add_lower_pass phases 0..3, and 4): right after the
-schedule is lowered to loops, after buffers are flattened to 1-d, after vectorization and
-unrolling, at the end of lowering, and (when building for a target) after memory lowering,
-parallel outlining and the checks, right before legalization and code generation."""
+PHASES = ("schedule", "flatten", "vectorize", "final", "memory", "build")
+"""Where user passes can be inserted (TVM's add_lower_pass phases 0..3, and by name the others):
+right after the schedule is lowered to loops, after buffers are flattened to 1-d, after
+vectorization and unrolling, at the end of lowering; when building for a target, "memory" right
+before the whole-module memory planning (plan_memory: a pass there sees `main` and every kernel
+and may pin buffers to pools, loom.memory.pin), and "build" after memory lowering, parallel
+outlining and the checks, right before legalization and code generation."""
 
 
 @dataclasses.dataclass(frozen=True)

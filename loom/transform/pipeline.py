@@ -14,6 +14,7 @@ from loom.transform.lower_memory import lower_memory_scopes
 from loom.transform.lower_parallel import lower_parallel
 from loom.transform.lower_pragma import lower_pragmas
 from loom.transform.pass_infra import Pass, PassContext
+from loom.transform.plan_memory import plan_memory
 from loom.transform.simplify import simplify
 from loom.transform.unroll_loop import unroll_loop
 from loom.transform.vectorize_loop import vectorize_loop
@@ -41,6 +42,8 @@ LOWER = [
 
 BUILD = [  # after LOWER, for a target (the module's "target" attribute)
     lower_pragmas,  # pragma'd copy nests become data-movement calls (mvin, mvout, ...)
+    Phase("memory"),  # backend and user passes see main and every kernel; they may pin buffers
+    plan_memory,  # every buffer of the program in a pool at an offset (docs/memory-planning.md)
     lower_memory_scopes,  # every allocation as its scope says: stack, allocator, fixed address
     simplify,
     lower_parallel,  # parallel loops become task functions launched with a closure

@@ -17,7 +17,7 @@ from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import Allocate, BufferStore
 from loom.ir.visitor import Visitor, post_order_visit
 from loom.memory.scope import Stack
-from loom.transform.lower_memory import target_of
+from loom.transform.lower_memory import device_of, target_of
 from loom.transform.pass_infra import Pass, register_pass
 
 
@@ -98,9 +98,9 @@ def check_extern_calls_func(
 
 
 def _verify(mod: IRModule) -> IRModule:
-    device = target_of(mod).device
-    for func in mod:
-        verify_memory_func(func, device)
+    target = target_of(mod)
+    for func in mod:  # each on its own device: an accelerator's kernel on the accelerator
+        verify_memory_func(func, device_of(func, target))
     return mod
 
 

@@ -1,4 +1,4 @@
-"""`loom compile`, `loom run` and `loom inspect` on an ONNX model."""
+"""`loom compile`, `loom run`, `loom inspect` and `loom plan` on an ONNX model."""
 
 import numpy as np
 import pytest
@@ -16,7 +16,8 @@ def test_compile_run_and_inspect_a_model(tmp_path, capsys):
     x = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype("float32")
     np.save(tmp_path / "x.npy", x)
     assert main(["compile", str(model_path), "-o", str(lib)]) == 0
-    assert "written to" in capsys.readouterr().out
+    assert "cnn_run is declared in" in capsys.readouterr().out
+    assert "int32_t cnn_run(const cnn_inputs *inputs" in (tmp_path / "cnn.h").read_text()
     assert (
         main(["run", str(lib), "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", str(out)]) == 0
     )
@@ -27,6 +28,31 @@ def test_compile_run_and_inspect_a_model(tmp_path, capsys):
     report = capsys.readouterr().out
     assert "inputs: x: float32[2, 3, 8, 8]" in report
     assert "Conv + Relu  [llvm" in report
+    assert "memory pools (C entry point cnn_run):" in report
+    assert "    workspace: workspace, given by the caller, " in report
+    assert "    constants: constant, in the library, " in report
+
+
+def png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_plan_prints_a_line_per_pool_and_draws_them(tmp_path, capsys):
+    model_path, picture = tmp_path / "cnn.onnx", tmp_path / "plan.png"
+    onnx.save(small_cnn(), model_path)
+    pools = ["--pool", "dram:access=cpu", "--pool", "weights:kind=constant"]
+    assert main(["plan", str(model_path), "-o", str(picture), *pools]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("pool dram: ") and "lower bound" in lines[0]
+    assert lines[1].startswith("pool weights: ")
+    assert lines[2] == f"written to {picture}"
+    width, height = png_size(picture)
+    assert width > 0 and height > 0
+    with pytest.raises(SystemExit):
+        main(["plan", str(model_path), "--pool", "dram:speed=3"])
+    assert "is not one of size=" in capsys.readouterr().err
 
 
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):

@@ -200,8 +200,8 @@ def test_buffers_that_together_overflow_the_scope(spad):
     s[Q].set_scope("spad")
     with pytest.raises(
         LoomError,
-        match=r"buffers in memory scope spad need 1208 bytes \(P: 600 bytes at offset \d+, "
-        r"Q: 600 bytes at offset \d+\), but the scope has 1024 bytes",
+        match=r"pool spad has 1024 bytes, but its buffers need 1208 \(lower bound 1200; the "
+        r"largest: Q of two: 600, P of two: 600\)",
     ):
         loom.lower(s, [A, C], name="two", target="llvm")
 

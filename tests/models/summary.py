@@ -18,6 +18,10 @@ COLUMNS = (
     ("max abs", 9, ">.2e"),
     ("max rel", 9, ">.2e"),
     ("top-1", 6, ">"),
+    # the caller's workspace pool: the sum of its tensors' sizes, the planned size, lower bound
+    ("tensors MB", 10, ">.2f"),
+    ("workspace MB", 12, ">.2f"),
+    ("LB MB", 6, ">.2f"),
     ("result", 7, "<"),
 )
 

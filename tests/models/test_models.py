@@ -185,6 +185,10 @@ def test_model_matches_onnxruntime(case: Case, record_property):
     compiled = loom.compile(case.path, target="llvm", shapes=case.shapes)
     row["compile s"] = time.perf_counter() - start
     row["kernels"] = len(compiled.kernels)
+    workspace = compiled.memory_plan["workspace"]
+    row["tensors MB"] = sum(b.size for b in workspace.placed) / 1e6
+    row["workspace MB"] = workspace.size / 1e6
+    row["LB MB"] = workspace.plan.lower_bound / 1e6
     start = time.perf_counter()
     got = compiled(**feeds)
     row["loom run s"] = time.perf_counter() - start

@@ -1,7 +1,8 @@
 """lower_memory_scopes: hand-built IR before the pass and the IR expected after it (TVM's
 before/expected style). Stack scopes stay allocations (with the scope's alignment), runtime
-allocator scopes become alloc / NULL check / deferred free, fixed-address scopes become constant
-pointers packed in order; capacities are checked; the function records its scopes."""
+allocator scopes become alloc / NULL check / deferred free (fixed-address scopes are placed by
+plan_memory, tests/transform/test_plan_memory.py); capacities are checked; the function records
+its scopes."""
 
 import pytest
 
@@ -11,7 +12,6 @@ from loom.ir import (
     Allocate,
     AssertStmt,
     Call,
-    Cast,
     DeferStmt,
     Evaluate,
     FloatImm,
@@ -126,62 +126,13 @@ def test_vtcm_uses_the_vtcm_allocator_and_its_alignment():
     check(before, expected, ("local.vtcm",))
 
 
-def address(value):
-    return Cast("handle", IntImm(value, "uint64"))
-
-
-def test_fixed_address_buffers_are_packed_in_order(scopes):
+def test_a_fixed_address_buffer_left_unplanned_is_an_error(scopes):
     def before(A):
-        T = decl_buffer((10,), "float32", "T", scope="test.scratch")  # 40 bytes
-        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
-        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
+        T = decl_buffer((8,), "float32", "T", scope="test.scratch")
+        return Allocate(T, copy_through(T, A))
 
-    def expected(A):
-        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
-        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
-        body = seq(copy_through(T, A), copy_through(U, A))
-        # U starts at the next 16-byte boundary after T's 40 bytes
-        return LetStmt(
-            T.data, address(SCRATCH_BASE), LetStmt(U.data, address(SCRATCH_BASE + 48), body)
-        )
-
-    check(before, expected, ("test.scratch",))
-
-
-def test_fixed_address_buffers_never_alive_together_share_space(scopes):
-    # T is freed before U is allocated: the planner gives both the scope's first bytes
-    def before(A):
-        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
-        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
-        return seq(Allocate(T, copy_through(T, A)), Allocate(U, copy_through(U, A)))
-
-    def expected(A):
-        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
-        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
-        return seq(
-            LetStmt(T.data, address(SCRATCH_BASE), copy_through(T, A)),
-            LetStmt(U.data, address(SCRATCH_BASE), copy_through(U, A)),
-        )
-
-    check(before, expected, ("test.scratch",))
-
-
-def test_word_addressed_memory_counts_in_words(scopes):
-    def before(A):
-        T = decl_buffer((3,), "int8", "T", scope="test.words")  # 3 bytes, rounded to a word
-        U = decl_buffer((2,), "int32", "U", scope="test.words")
-        return Allocate(
-            T, Allocate(U, seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,))))
-        )
-
-    def expected(A):
-        T = decl_buffer((3,), "int8", "T", scope="test.words")
-        U = decl_buffer((2,), "int32", "U", scope="test.words")
-        body = seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,)))
-        # the planner places the larger U first: T starts after U's 8 bytes, at word 2
-        return LetStmt(T.data, address(WORDS_BASE + 2), LetStmt(U.data, address(WORDS_BASE), body))
-
-    check(before, expected, ("test.words",))
+    with pytest.raises(LoomError, match=r"buffer T .* plan_memory must run before"):
+        lower_memory_scopes(func(before))
 
 
 def test_scopes_are_recorded_in_order_after_known_ones():
@@ -201,18 +152,6 @@ def test_function_without_allocations_is_left_alone():
     assert lower_memory_scopes(func(lambda A: NOP))["main"].attr("memories") is None
 
 
-def test_fixed_address_overflow_is_an_error(scopes):
-    def before(A):
-        T = decl_buffer((40,), "float32", "T", scope="test.scratch")  # 160 bytes
-        U = decl_buffer((30,), "float32", "U", scope="test.scratch")  # 120 more: 280 > 256
-        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
-
-    with pytest.raises(
-        LoomError, match=r"buffers in memory scope test.scratch need 280 bytes .*has 256 bytes"
-    ):
-        lower_memory_scopes(func(before))
-
-
 def test_allocation_larger_than_the_target_vtcm_is_an_error():
     def before(A):
         T = decl_buffer((1024,), "float32", "T", scope="local.vtcm")
@@ -222,17 +161,6 @@ def test_allocation_larger_than_the_target_vtcm_is_an_error():
         LoomError, match=r"buffer T needs 4096 bytes but memory scope local.vtcm has 2048 bytes"
     ):
         lower_memory_scopes(func(before, target="hexagon -vtcm=2048"))
-
-
-def test_symbolic_size_in_fixed_address_memory_is_an_error(scopes):
-    n = Var("n")
-
-    def before(A):
-        T = decl_buffer((n,), "float32", "T", scope="test.scratch")
-        return Allocate(T, T.store(FloatImm(0.0), (0,)))
-
-    with pytest.raises(LoomError, match=r"buffer T in fixed-address scope .* constant size"):
-        lower_memory_scopes(func(before))
 
 
 def test_module_without_target_is_an_error():

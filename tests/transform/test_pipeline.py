@@ -46,6 +46,8 @@ def test_lower_order():
 def test_build_order():
     assert names(BUILD) == [
         "lower_pragmas",
+        "<memory>",
+        "plan_memory",
         "lower_memory_scopes",
         "simplify",
         "lower_parallel",

@@ -15,6 +15,7 @@ from loom.ir.function import IRModule
 class NPUBackend(Backend):
     name = "npu"
     doc = "the reference Gemmini-style NPU (DIM x DIM int8 systolic array), simulated"
+    kernel_device = arch.DEVICE
 
     def __init__(self) -> None:
         self.extra_passes: list = []

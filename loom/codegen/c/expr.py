@@ -393,6 +393,9 @@ class ExprCodegen(abc.ABC):
     def call_likely(self, e: E.Call) -> CExpr:
         return CExpr(f"LOOM_LIKELY({self.expr(e.args[0]).text})")
 
+    def call_global_address(self, e: E.Call) -> CExpr:
+        return CExpr(f"((void *){self.module.global_array(e.args[0].value)})", True)
+
     def call_function_address(self, e: E.Call) -> CExpr:
         return CExpr(self.module.function_address(e.args[0].value, self.func_name), True)
 

@@ -20,7 +20,7 @@ from loom.codegen.c.compile import C_FLAGS
 from loom.codegen.c.function import FunctionCodegen
 from loom.codegen.c.names import C_BUILTINS, C_KEYWORDS, Namer, sanitize
 from loom.codegen.c.types import c_type, declaration, memory_type
-from loom.codegen.common import check_stack
+from loom.codegen.common import check_stack, global_arrays, unknown_global
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
@@ -65,7 +65,11 @@ class ModuleCodegen:
             if not func.name.isidentifier() or not func.name.isascii():
                 raise LoomError(f"function name {func.name!r} is not a C identifier")
         externs = _extern_names(mod)
-        self.global_names = Namer([f.name for f in mod] + list(host_runtime.SYMBOLS) + externs)
+        self.arrays = global_arrays(mod)
+        self.arrays_used: dict[str, str] = {}  # symbol -> its C definition
+        self.global_names = Namer(
+            [f.name for f in mod] + list(host_runtime.SYMBOLS) + externs + list(self.arrays)
+        )
         self.runtime_used: dict[str, None] = {}
         self.externs_used: dict[str, str | None] = {}  # name -> declaration (None: a header's)
         self.headers: dict[str, None] = {}
@@ -173,6 +177,22 @@ class ModuleCodegen:
         head = f"static int32_t {self.tasks[func.name]}({', '.join(params)})"
         self.add_definition(doc, head, cg.lines)
 
+    def global_array(self, symbol: str) -> str:
+        """The C name of the library's array `symbol`, defined on first use (static: only this
+        file's functions address it)."""
+        if symbol not in self.arrays_used:
+            array = self.arrays.get(symbol)
+            if array is None:
+                raise unknown_global(symbol, self.arrays)
+            aligned = f"__attribute__((aligned({array.alignment})))"
+            array_type = f"uint8_t {symbol}[{array.nbytes}] {aligned}"
+            if array.data is None:
+                self.arrays_used[symbol] = f"static {array_type};"
+            else:
+                data = _bytes_text(array.data)
+                self.arrays_used[symbol] = f"static const {array_type} = {{\n{data}\n}};"
+        return symbol
+
     def function_address(self, name: str, caller: str) -> str:
         """The C name of a parallel task, or of another function's entry point."""
         if name in self.tasks:
@@ -210,8 +230,19 @@ class ModuleCodegen:
             )
         if self.prototypes:
             parts.append("/* parallel tasks */\n" + "\n".join(self.prototypes))
+        if self.arrays_used:
+            parts.append(
+                "/* the library's arrays (memory pools) */\n" + "\n".join(self.arrays_used.values())
+            )
         parts += self.definitions
         return "\n\n".join(parts) + "\n"
+
+
+def _bytes_text(data: bytes) -> str:
+    """An initializer's bytes, 40 to a line."""
+    return "\n".join(
+        ",".join(str(b) for b in data[k : k + 40]) + "," for k in range(0, len(data), 40)
+    )
 
 
 def _extern_names(mod: IRModule) -> list[str]:

@@ -482,6 +482,9 @@ class FunctionCodegen:
         ptr, _ = self.address(load.buffer, self._flat_index(load))
         return ptr
 
+    def call_global_address(self, e: E.Call) -> ir.Value:
+        return self.mcg.global_array(e.args[0].value)
+
     def call_function_address(self, e: E.Call) -> ir.Value:
         return self.mcg.function_address(e.args[0].value)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from loom.abi import FunctionSignature
-from loom.codegen.common import check_stack, stack_buffer_bytes
+from loom.codegen.common import check_stack, global_arrays, stack_buffer_bytes, unknown_global
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
@@ -33,8 +33,9 @@ if TYPE_CHECKING:  # the target package registers the kinds, which import this
 class ModuleCodegen:
     """Builds one LLVM module from an IRModule for a target."""
 
-    def __init__(self, target: Target, name: str = "loom"):
+    def __init__(self, target: Target, name: str = "loom", arrays: dict | None = None):
         self.target = target
+        self.arrays = dict(arrays or {})  # symbol -> GlobalArray (codegen/common.global_arrays)
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.strings: dict[str, ir.GlobalVariable] = {}
@@ -74,6 +75,26 @@ class ModuleCodegen:
             g.initializer = ir.Constant(typ, data)
             g.type = PTR  # opaque, like every pointer in LLVM 22
             self.strings[text] = g
+        return g
+
+    def global_array(self, symbol: str) -> ir.Value:
+        """The array of the library named `symbol`, emitted on first use (internal: only this
+        module's functions address it)."""
+        g = self.module.globals.get(symbol)
+        if g is not None:
+            return g
+        array = self.arrays.get(symbol)
+        if array is None:
+            raise unknown_global(symbol, self.arrays)
+        typ = ir.ArrayType(I8, array.nbytes)
+        g = ir.GlobalVariable(self.module, typ, symbol)
+        g.linkage = "internal"
+        g.align = array.alignment
+        if array.data is not None:
+            g.global_constant = True
+            g.initializer = ir.Constant(typ, bytearray(array.data))
+        else:
+            g.initializer = ir.Constant(typ, None)  # zeroinitializer
         return g
 
     # -- functions -----------------------------------------------------------------------------
@@ -154,7 +175,7 @@ class ModuleCodegen:
 
 def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> ir.Module:
     """The LLVM module of every function of `mod`."""
-    mcg = ModuleCodegen(target)
+    mcg = ModuleCodegen(target, arrays=global_arrays(mod))
     for func in mod:
         if is_task(func):
             mcg.declare_task(func)

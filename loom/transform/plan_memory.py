@@ -1,0 +1,661 @@
+"""plan_memory: one planning pass over the whole module (docs/memory-planning.md).
+
+It runs after the phase "memory" (where a user's or a backend's pass sees `main` and every
+kernel, and may pin a buffer with loom.memory.pin) and before lower_memory_scopes. It collects
+every buffer of the program with its size, alignment and lifetime:
+- a model's tensors: the values `main` passes between kernels (`main`'s attribute TENSORS_ATTR,
+  buffers `main`'s body uses but does not bind) and its constants (CONSTANTS_ATTR, with their
+  values);
+- every allocation in a fixed-address memory scope (an accelerator's scratchpad), in any
+  function.
+Lifetimes are counted on one clock: the walk of the program from each function no other calls
+(`main`), through each call into its callee, a tick per statement. A tensor lives from the
+first call that is given it to the end of the last one; an allocation from its statement to
+the end of its body.
+
+Each buffer's candidate pools are those of its kind (a workspace or constant pool; a fixed
+allocation goes to the pool of its scope) that every device touching it can reach: the devices
+of the functions it is passed to, through every call they pass it on to. A pinned buffer goes
+where its pin says. Each pool is planned by loom.memory.plan, every plan checked by
+loom.memory.planner.check, and then `verify` fails the build if a function touches a buffer in a
+pool its device cannot reach. The program is rewritten: a tensor becomes the address of its
+offset in its pool, a caller pool a parameter of `main` (after its inputs and outputs), a static
+pool an array of the library (GLOBALS_ATTR, the constants' bytes included), a fixed allocation
+the constant address `base + offset`. The plan is the module's attribute PLAN_ATTR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from loom import memory
+from loom.abi.dtype import HANDLE
+from loom.errors import LoomError
+from loom.ir import op
+from loom.ir.buffer import Buffer, decl_buffer
+from loom.ir.expr import BufferLoad, Call, CallKind, IntImm, StringImm, Var
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.simplify import simplify
+from loom.ir.stmt import Allocate, LetStmt, Stmt
+from loom.ir.visitor import Mutator, Visitor, substitute
+from loom.memory.planner import Buffer as Block
+from loom.memory.planner import Plan, check, plan
+from loom.memory.pool import PINS_ATTR, POOLS_ATTR, Pin, Pool
+from loom.memory.scope import FixedAddress
+from loom.transform.lower_memory import (
+    MEMORIES_ATTR,
+    capacity_error,
+    device_of,
+    fixed_address,
+    target_of,
+)
+from loom.transform.pass_infra import Pass, PassContext, register_config, register_pass
+
+TENSORS_ATTR = "model.tensors"
+"""PrimFunc attribute: the buffers its body passes to calls without binding them (a model's
+intermediate values); plan_memory places them in pools."""
+CONSTANTS_ATTR = "model.constants"
+"""PrimFunc attribute: (buffer, ConstantData) of each constant its body passes to calls."""
+GLOBALS_ATTR = "globals"
+"""IRModule attribute: the arrays of the library (GlobalArray), emitted by the code generators
+and addressed by the intrinsic `global_address`."""
+PLAN_ATTR = "memory.plan"
+"""IRModule attribute: the MemoryPlan plan_memory made."""
+TIME_LIMIT_KEY = "memory.plan_time_limit"
+DEFAULT_TIME_LIMIT = 1.0
+"""Seconds the exact search may take per pool when the greedy planners do not reach the lower
+bound (PassContext config TIME_LIMIT_KEY)."""
+DEFAULT_WORKSPACE = "workspace"
+DEFAULT_CONSTANTS = "constants"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstantData:
+    """The value of a constant buffer (compared by identity: it can be large)."""
+
+    name: str
+    array: np.ndarray
+
+    def __repr__(self) -> str:
+        return f"<constant {self.name}: {self.array.dtype}{list(self.array.shape)}>"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GlobalArray:
+    """An array the library holds: `nbytes` bytes aligned to `alignment`, with `data` (read-only
+    constants) or zero-filled (data None)."""
+
+    symbol: str
+    nbytes: int
+    alignment: int
+    data: bytes | None = None
+
+    def __repr__(self) -> str:
+        what = "constant" if self.data is not None else "zero-filled"
+        return f"<global {self.symbol}: {self.nbytes} bytes, {what}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One planned buffer: where it came from and where it went."""
+
+    function: str
+    buffer: str
+    pool: str
+    offset: int
+    size: int
+    start: int
+    end: int
+    touched_by: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolPlan:
+    pool: Pool
+    blocks: tuple[Block, ...]
+    plan: Plan
+    placed: tuple[Placed, ...]
+
+    @property
+    def size(self) -> int:
+        """The bytes the pool needs: its planned peak (a fixed pool's whole size is its own)."""
+        return self.plan.peak
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MemoryPlan:
+    """The plan of every pool, in the pools' order."""
+
+    pools: tuple[PoolPlan, ...]
+
+    def __getitem__(self, name: str) -> PoolPlan:
+        for p in self.pools:
+            if p.pool.name == name:
+                return p
+        raise KeyError(f"no pool {name!r}; the pools are {[p.pool.name for p in self.pools]}")
+
+    def where(self, buffer: str, function: str | None = None) -> Placed:
+        """Where buffer `buffer` (of `function`) went."""
+        for p in self.pools:
+            for b in p.placed:
+                if b.buffer == buffer and function in (None, b.function):
+                    return b
+        raise KeyError(f"no planned buffer {buffer!r}")
+
+    def __repr__(self) -> str:
+        return "<MemoryPlan " + ", ".join(f"{p.pool.name}: {p.size}" for p in self.pools) + ">"
+
+
+def _data_var(arg) -> Var | None:
+    """The storage an argument of a call points into: a handle, or the address of a buffer
+    element."""
+    if isinstance(arg, Var) and arg.dtype.is_handle:
+        return arg
+    if isinstance(arg, Call) and arg.op == "address_of" and isinstance(arg.args[0], BufferLoad):
+        return arg.args[0].buffer.data
+    return None
+
+
+def _calls(func: PrimFunc, names) -> list[Call]:
+    found = []
+
+    class Finder(Visitor):
+        def visit_Call(self, n: Call) -> None:
+            if n.kind == CallKind.FUNCTION and n.op in names:
+                found.append(n)
+            self.generic_visit(n)
+
+    Finder().visit(func.body)
+    return found
+
+
+class _Receivers:
+    """The functions a buffer given to `function` as parameter k reaches: it, and every
+    function it passes that parameter on to."""
+
+    def __init__(self, mod: IRModule):
+        self.mod = mod
+        self.names = set(mod.names())
+        self.memo: dict[tuple[str, int], frozenset[str]] = {}
+
+    def of(self, name: str, k: int) -> frozenset[str]:
+        key = (name, k)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = frozenset({name})  # a recursive call reaches nothing new
+        func = self.mod[name]
+        param = func.params[k] if k < len(func.params) else None
+        var = param.data if isinstance(param, Buffer) else param
+        found = {name}
+        if var is not None:
+            for call in _calls(func, self.names):
+                for j, arg in enumerate(call.args):
+                    if _data_var(arg) is var:
+                        found |= self.of(call.op, j)
+        self.memo[key] = frozenset(found)
+        return self.memo[key]
+
+    def of_var(self, func: PrimFunc, var: Var) -> frozenset[str]:
+        """The functions reached by storage `var` of `func` passed to its calls."""
+        found: set[str] = set()
+        for call in _calls(func, self.names):
+            for j, arg in enumerate(call.args):
+                if _data_var(arg) is var:
+                    found |= self.of(call.op, j)
+        return frozenset(found)
+
+
+class _Clock(Visitor):
+    """The lifetimes of the program's buffers on one clock (the module docstring)."""
+
+    def __init__(self, mod: IRModule, tracked: set[Var]):
+        self.mod = mod
+        self.names = set(mod.names())
+        self.tracked = tracked  # the tensors' storage
+        self.step = 0
+        self.stack: list[str] = []
+        self.allocations: dict[int, list] = {}  # id(allocate) -> [function, allocate, start, end]
+        self.uses: dict[Var, list[int]] = {}  # tensor storage -> [start, end]
+
+    def run(self, name: str) -> None:
+        self.stack.append(name)
+        self.visit(self.mod[name].body)
+        self.stack.pop()
+
+    def visit(self, node) -> None:
+        if isinstance(node, Stmt):
+            self.step += 1
+        super().visit(node)
+
+    def visit_Allocate(self, s: Allocate) -> None:
+        start = self.step
+        self.generic_visit(s)
+        self._extend(self.allocations, id(s), start, self.step + 1, [self.stack[-1], s])
+
+    def visit_Call(self, n: Call) -> None:
+        self.generic_visit(n)
+        if n.kind != CallKind.FUNCTION or n.op not in self.names or n.op in self.stack:
+            return
+        start = self.step
+        self.run(n.op)
+        for arg in n.args:
+            var = _data_var(arg)
+            if var is not None and var in self.tracked:
+                self._extend(self.uses, var, start, self.step + 1, [])
+
+    @staticmethod
+    def _extend(table: dict, key, start: int, end: int, head: list) -> None:
+        span = table.get(key)
+        if span is None:
+            table[key] = [*head, start, end]
+        else:
+            span[-2], span[-1] = min(span[-2], start), max(span[-1], end)
+
+
+def _roots(mod: IRModule) -> list[str]:
+    """The functions no function of the module calls, in module order."""
+    names = set(mod.names())
+    called = {c.op for f in mod for c in _calls(f, names) if c.op != f.name}
+    return [f.name for f in mod if f.name not in called]
+
+
+@dataclasses.dataclass
+class _Request:
+    """A buffer to plan: what it is, its size and alignment, and what may hold it."""
+
+    function: str
+    buffer: Buffer
+    size: int
+    alignment: int
+    start: int
+    end: int
+    kind: str  # "workspace", "constant" or "fixed"
+    touched_by: tuple[str, ...]  # function names
+    scope: str | None = None
+    allocate: Allocate | None = None
+    data: ConstantData | None = None
+    pin: Pin | None = None
+    pool: Pool | None = None
+
+
+def _nbytes(buf: Buffer, func: PrimFunc) -> int:
+    nbytes = simplify(buf.storage_elements() * buf.dtype.itemsize)
+    if not isinstance(nbytes, IntImm):
+        raise LoomError(
+            f"function {func.name}: buffer {buf.name} in memory scope {buf.scope} needs a "
+            f"constant size to be planned, got {nbytes}"
+        )
+    return nbytes.value
+
+
+def _requests(mod: IRModule, target) -> list[_Request]:
+    tensors: dict[Var, tuple[PrimFunc, Buffer, ConstantData | None]] = {}
+    for func in mod:
+        for buf in func.attr(TENSORS_ATTR, ()):
+            tensors[buf.data] = (func, buf, None)
+        for buf, data in func.attr(CONSTANTS_ATTR, ()):
+            tensors[buf.data] = (func, buf, data)
+    clock = _Clock(mod, set(tensors))
+    for root in _roots(mod):
+        clock.run(root)
+    receivers = _Receivers(mod)
+    requests = []
+    for var, (func, buf, data) in tensors.items():
+        if var not in clock.uses:
+            continue  # no kernel is given it
+        start, end = clock.uses[var]
+        alignment = max(buf.alignment, target.alignment)
+        touched = tuple(sorted(receivers.of_var(func, var)))
+        kind = "constant" if data is not None else "workspace"
+        requests.append(
+            _Request(func.name, buf, _nbytes(buf, func), alignment, start, end, kind, touched)
+        )
+        requests[-1].data = data
+    for fname, s, start, end in clock.allocations.values():
+        scope = memory.get(s.buffer.scope)
+        if not isinstance(scope.strategy, FixedAddress):
+            continue
+        func = mod[fname]
+        nbytes = IntImm(_nbytes(s.buffer, func), "int64")
+        too_large = capacity_error(func, s.buffer, scope, nbytes, target)
+        if too_large is not None:
+            raise too_large
+        alignment = max(s.buffer.alignment, scope.alignment, scope.strategy.unit_bits // 8)
+        # who may access the scope is verify_memory's to check: it tells a load or store from
+        # an address given to a data-movement instruction
+        req = _Request(fname, s.buffer, nbytes.value, alignment, start, end, "fixed", ())
+        req.scope, req.allocate = scope.name, s
+        requests.append(req)
+    return requests
+
+
+def _devices(mod: IRModule, target, names: Sequence[str]) -> dict[str, str]:
+    return {n: device_of(mod[n], target) for n in names}
+
+
+def default_pools(mod: IRModule, target) -> tuple[Pool, ...]:
+    """Without pools given: a caller-given workspace and a static constant pool that every
+    device of the module reaches (host memory), and a pool per fixed-address scope used."""
+    devices = tuple(dict.fromkeys(device_of(f, target) for f in mod)) or (target.device,)
+    return (
+        Pool(DEFAULT_WORKSPACE, accessible_from=devices, alignment=target.alignment),
+        Pool(DEFAULT_CONSTANTS, accessible_from=devices, kind="constant"),
+    )
+
+
+def _scope_pool(scope_name: str, pools: Sequence[Pool]) -> Pool:
+    for p in pools:
+        if p.scope == scope_name:
+            return p
+    scope = memory.get(scope_name)
+    name = "".join(c if c.isalnum() else "_" for c in scope_name)
+    return Pool(name, scope.strategy.size, scope.accessible_from, scope.alignment, scope=scope_name)
+
+
+def _pools(mod: IRModule, target, requests: list[_Request]) -> tuple[Pool, ...]:
+    given = tuple(mod.attr(POOLS_ATTR, ()))
+    pools = list(given) if given else list(default_pools(mod, target))
+    for r in requests:
+        if r.kind == "fixed" and not any(p.scope == r.scope for p in pools):
+            pools.append(_scope_pool(r.scope, pools))
+    for k, p in enumerate(pools):
+        if p.scope is not None:
+            scope = memory.get(p.scope)
+            p.check_scope(scope)
+            limits = [scope.strategy.size, target.memory_capacity(p.scope), p.size]
+            pools[k] = dataclasses.replace(p, size=min(c for c in limits if c is not None))
+    return tuple(pools)
+
+
+def _pool_named(pools: Sequence[Pool], name: str, pin: Pin) -> Pool:
+    for p in pools:
+        if p.name == name:
+            return p
+    raise LoomError(
+        f"pin of buffer {pin.buffer} of {pin.function}: no pool {name!r}; the pools are "
+        f"{[p.name for p in pools]}"
+    )
+
+
+def _assign(mod: IRModule, target, requests: list[_Request], pools: Sequence[Pool]) -> None:
+    """Choose each request's pool: its pin's, else its first candidate."""
+    pins = {(p.function, p.buffer): p for p in mod.attr(PINS_ATTR, ())}
+    known = {(r.function, r.buffer.name) for r in requests}
+    for key, p in pins.items():
+        if key not in known:
+            options = sorted(b for f, b in known if f == p.function)[:20]
+            raise LoomError(
+                f"pin: function {p.function} has no planned buffer {p.buffer!r} (its buffers "
+                f"are {options})"
+            )
+    for r in requests:
+        r.pin = pins.get((r.function, r.buffer.name))
+        if r.pin is not None:
+            r.pool = _pool_named(pools, r.pin.pool, r.pin)
+            wanted = "fixed" if r.pool.placement == "fixed" else r.pool.kind
+            if wanted != r.kind or (r.kind == "fixed" and r.pool.scope != r.scope):
+                raise LoomError(
+                    f"pin of buffer {r.buffer.name} of {r.function} to pool {r.pool.name}: "
+                    f"the buffer is a {_what(r)}, but the pool holds {_pool_what(r.pool)}"
+                )
+            continue
+        if r.kind == "fixed":
+            r.pool = next(p for p in pools if p.scope == r.scope)
+            continue
+        devices = _devices(mod, target, r.touched_by)
+        candidates = [
+            p
+            for p in pools
+            if p.kind == r.kind
+            and p.placement != "fixed"
+            and all(p.accessible(d) for d in devices.values())
+        ]
+        if not candidates:
+            raise LoomError(_no_pool_message(r, devices, pools))
+        r.pool = candidates[0]
+
+
+def _what(r: _Request) -> str:
+    return f"buffer of scope {r.scope}" if r.kind == "fixed" else r.kind + " tensor"
+
+
+def _pool_what(pool: Pool) -> str:
+    if pool.placement == "fixed":
+        return f"the buffers of scope {pool.scope}"
+    return f"{pool.kind} tensors"
+
+
+def _no_pool_message(r: _Request, devices: dict[str, str], pools: Sequence[Pool]) -> str:
+    reach = ", ".join(
+        f"{p.name} ({'/'.join(p.accessible_from)})" for p in pools if p.kind == r.kind
+    )
+    users = ", ".join(f"{f} on {d}" for f, d in devices.items())
+    return (
+        f"no {r.kind} pool can hold {r.buffer.name} of {r.function}: the functions touching "
+        f"it disagree ({users}), and no pool is reachable from all of them (the {r.kind} pools: "
+        f"{reach or 'none'})"
+    )
+
+
+def _plan_pool(pool: Pool, requests: list[_Request], time_limit: float) -> PoolPlan:
+    blocks = []
+    names: set[str] = set()
+    for r in requests:
+        offset = r.pin.offset if r.pin is not None else None
+        alignment = max(r.alignment, pool.alignment)
+        if offset is not None and offset % alignment:
+            raise LoomError(
+                f"pin of buffer {r.buffer.name} of {r.function}: offset {offset} is not a "
+                f"multiple of its alignment {alignment} in pool {pool.name}"
+            )
+        start, end = (0, 1) if r.kind == "constant" else (r.start, r.end)  # constants: always
+        name, copy = r.buffer.name, 1
+        while name in names:  # two kernels' buffers of one name
+            name, copy = f"{r.buffer.name}#{copy}", copy + 1
+        names.add(name)
+        blocks.append(Block(name, r.size, start, end, alignment, offset))
+    # constants are all alive at once: any packing is as good as another but for alignment
+    algorithm = "greedy_by_size" if pool.kind == "constant" else "auto"
+    result = plan(blocks, capacity=pool.size, algorithm=algorithm, time_limit=time_limit)
+    check(blocks, result)
+    if pool.size is not None and result.peak > pool.size:
+        largest = sorted(zip(requests, blocks), key=lambda rb: -rb[1].size)[:5]
+        listed = ", ".join(f"{r.buffer.name} of {r.function}: {b.size}" for r, b in largest)
+        raise LoomError(
+            f"pool {pool.name} has {pool.size} bytes, but its buffers need {result.peak} "
+            f"(lower bound {result.lower_bound}; the largest: {listed})"
+        )
+    placed = tuple(
+        Placed(
+            r.function,
+            r.buffer.name,
+            pool.name,
+            result.offsets[b.name],
+            r.size,
+            b.start,
+            b.end,
+            r.touched_by,
+        )
+        for r, b in zip(requests, blocks)
+    )
+    return PoolPlan(pool, tuple(blocks), result, placed)
+
+
+def verify(mod: IRModule, target, memory_plan: MemoryPlan) -> None:
+    """Fail when a function touches a buffer in a pool its device cannot reach."""
+    for pool_plan in memory_plan.pools:
+        pool = pool_plan.pool
+        for b in pool_plan.placed:
+            for fname in b.touched_by:
+                device = device_of(mod[fname], target)
+                if not pool.accessible(device):
+                    raise LoomError(
+                        f"function {fname} runs on {device} but touches buffer {b.buffer} "
+                        f"(of {b.function}), which is in pool {pool.name}; only "
+                        f"{list(pool.accessible_from)} can access that pool"
+                    )
+
+
+class _Rewrite(Mutator):
+    """Fixed allocations become their constant addresses."""
+
+    def __init__(self, addresses: dict[int, tuple[Allocate, int]]):
+        self.addresses = addresses
+
+    def visit_Allocate(self, s: Allocate):
+        found = self.addresses.get(id(s))
+        if found is None:
+            return self.generic_mutate(s)
+        return LetStmt(s.buffer.data, found[1], self.visit(s.body))
+
+
+def _pool_buffer(pool_plan: PoolPlan) -> Buffer:
+    pool = pool_plan.pool
+    size = (max(pool_plan.size, 1),)
+    return decl_buffer(size, "uint8", f"pool_{pool.name}", alignment=pool.alignment)
+
+
+def _symbol(pool: Pool) -> str:
+    return f"loom_pool_{pool.name}"
+
+
+def _static_array(pool_plan: PoolPlan, requests: list[_Request]) -> GlobalArray:
+    pool = pool_plan.pool
+    data = None
+    if pool.kind == "constant":
+        image = np.zeros(pool_plan.size, np.uint8)
+        for r, b in zip(requests, pool_plan.placed):
+            raw = np.ascontiguousarray(r.data.array).view(np.uint8).reshape(-1)
+            image[b.offset : b.offset + raw.size] = raw
+        data = image.tobytes()
+    return GlobalArray(_symbol(pool), max(pool_plan.size, 1), pool.alignment, data)
+
+
+def _rewrite(mod: IRModule, target, plans: list[tuple[PoolPlan, list[_Request]]]) -> IRModule:
+    by_function: dict[str, dict] = {}  # function -> {"subst": {var: address}, "static": {}}
+    caller_buffers = [_pool_buffer(p) for p, _ in plans if p.pool.placement == "caller"]
+    by_name = {b.name[len("pool_") :]: b for b in caller_buffers}
+    fixed: dict[str, dict[int, tuple[Allocate, int]]] = {}
+    scopes: dict[str, set[str]] = {}
+    arrays = list(mod.attr(GLOBALS_ATTR, ()))
+    for pool_plan, requests in plans:
+        pool = pool_plan.pool
+        pool_buf = _pool_buffer(pool_plan)
+        if pool.placement == "caller":
+            pool_buf = by_name[pool.name]
+        for r, b in zip(requests, pool_plan.placed):
+            if r.kind == "fixed":
+                address = fixed_address(memory.get(r.scope), b.offset)
+                fixed.setdefault(r.function, {})[id(r.allocate)] = (r.allocate, address)
+                scopes.setdefault(r.function, set()).add(r.scope)
+                continue
+            entry = by_function.setdefault(r.function, {"subst": {}, "static": {}})
+            address = op.call_intrin(HANDLE, "address_of", pool_buf.load([op.const(b.offset)]))
+            entry["subst"][r.buffer.data] = address
+            if pool.placement == "static":
+                entry["static"][pool.name] = (pool_plan, pool_buf)
+        if pool.placement == "static" and requests:
+            arrays.append(_static_array(pool_plan, requests))
+
+    def rewrite(func: PrimFunc) -> PrimFunc:
+        body = func.body
+        if func.name in fixed:
+            body = _Rewrite(fixed[func.name]).visit(body)
+        entry = by_function.get(func.name)
+        params = func.params
+        if entry is not None:
+            body = substitute(body, entry["subst"])
+            for pool_plan, pool_buf in entry["static"].values():
+                symbol = StringImm(_symbol(pool_plan.pool))
+                address = op.call_intrin(HANDLE, "global_address", symbol)
+                body = LetStmt(pool_buf.data, address, body)
+        if func.attr(TENSORS_ATTR) is not None or func.attr(CONSTANTS_ATTR) is not None:
+            params = (*params, *caller_buffers)  # a program's entry: every caller pool
+        attrs = {k: v for k, v in func.attrs if k not in (TENSORS_ATTR, CONSTANTS_ATTR)}
+        if func.name in scopes:
+            known = tuple(func.attr(MEMORIES_ATTR, ()))
+            attrs[MEMORIES_ATTR] = tuple(dict.fromkeys([*known, *sorted(scopes[func.name])]))
+        if body is func.body and params == func.params and len(attrs) == len(func.attrs):
+            return func
+        return func.replace(params=params, body=body, attrs=attrs)
+
+    mod = mod.map_functions(rewrite)
+    return mod.with_attr(GLOBALS_ATTR, tuple(arrays)) if arrays else mod
+
+
+def plan_module(mod: IRModule, target, time_limit: float = DEFAULT_TIME_LIMIT):
+    """(the rewritten module, its MemoryPlan)."""
+    requests = _requests(mod, target)
+    pools = _pools(mod, target, requests)
+    _assign(mod, target, requests, pools)
+    plans = []
+    for pool in pools:
+        mine = [r for r in requests if r.pool is pool]
+        plans.append((_plan_pool(pool, mine, time_limit), mine))
+    memory_plan = MemoryPlan(tuple(p for p, _ in plans))
+    verify(mod, target, memory_plan)
+    return _rewrite(mod, target, plans), memory_plan
+
+
+def describe_pools(memory_plan: MemoryPlan) -> list[dict]:
+    """Each pool as plain data (a compiled model's interface, `loom inspect`)."""
+    return [
+        {
+            "name": p.pool.name,
+            "kind": p.pool.kind,
+            "placement": p.pool.placement,
+            "scope": p.pool.scope,
+            "accessible_from": list(p.pool.accessible_from),
+            "alignment": p.pool.alignment,
+            "capacity": p.pool.size,
+            "size": max(p.size, 1),
+            "peak": p.plan.peak,
+            "lower_bound": p.plan.lower_bound,
+            "algorithm": p.plan.algorithm,
+            "optimal": p.plan.optimal,
+            "buffers": len(p.placed),
+        }
+        for p in memory_plan.pools
+    ]
+
+
+def _run(mod: IRModule) -> IRModule:
+    target = target_of(mod)
+    time_limit = PassContext.current().config.get(TIME_LIMIT_KEY, DEFAULT_TIME_LIMIT)
+    mod, memory_plan = plan_module(mod, target, time_limit)
+    return mod.with_attr(PLAN_ATTR, memory_plan)
+
+
+def _check_time_limit(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise LoomError(f"{TIME_LIMIT_KEY} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+register_config(
+    TIME_LIMIT_KEY,
+    _check_time_limit,
+    "seconds plan_memory's exact search may take per pool (default 1)",
+)
+
+plan_memory = register_pass(Pass("plan_memory", _run))
+
+__all__ = [
+    "CONSTANTS_ATTR",
+    "GLOBALS_ATTR",
+    "PLAN_ATTR",
+    "TENSORS_ATTR",
+    "ConstantData",
+    "GlobalArray",
+    "MemoryPlan",
+    "Placed",
+    "PoolPlan",
+    "default_pools",
+    "describe_pools",
+    "plan_memory",
+    "plan_module",
+    "verify",
+]

@@ -1,0 +1,328 @@
+"""plan_memory: hand-built IR before the pass and the IR expected after it (TVM's
+before/expected style), and the plans it makes. Fixed-address buffers become constant addresses
+planned by lifetime on one clock across calls; a program's tensors become addresses in a
+caller's pool (a parameter of its entry) and its constants an array of the library; pins are
+respected; a function touching a pool its device cannot reach fails the build."""
+
+import numpy as np
+import pytest
+
+from loom import LoomError, memory
+from loom.ir import (
+    NOP,
+    Allocate,
+    AssertStmt,
+    Cast,
+    FloatImm,
+    For,
+    IntImm,
+    IRModule,
+    LetStmt,
+    PrimFunc,
+    StringImm,
+    Var,
+    assert_structural_equal,
+    decl_buffer,
+    op,
+    seq,
+)
+from loom.memory import Pool, pin
+from loom.memory.planner import check as check_plan
+from loom.memory.pool import POOLS_ATTR
+from loom.target import Target
+from loom.transform.lower_memory import DEVICE_ATTR
+from loom.transform.plan_memory import (
+    CONSTANTS_ATTR,
+    GLOBALS_ATTR,
+    PLAN_ATTR,
+    TENSORS_ATTR,
+    ConstantData,
+    plan_memory,
+)
+
+SCRATCH_BASE = 0x1000
+WORDS_BASE = 0x200
+
+
+@pytest.fixture
+def scopes():
+    """Two fixed-address memories: 256 bytes addressed in bytes (16-byte alignment) and 64 bytes
+    addressed in 32-bit words."""
+    registered = [
+        memory.MemoryScope(
+            "test.scratch",
+            memory.FixedAddress(SCRATCH_BASE, 256, 8, "scratch"),
+            alignment=16,
+            accessible_from=("test_dev",),
+        ),
+        memory.MemoryScope(
+            "test.words",
+            memory.FixedAddress(WORDS_BASE, 64, 32, "words"),
+            alignment=4,
+            accessible_from=("test_dev",),
+        ),
+    ]
+    for scope in registered:
+        memory.register(scope, replace=True)
+    yield
+    for scope in registered:
+        memory.unregister(scope.name)
+
+
+def func(build, target="llvm", attrs=()):
+    A = decl_buffer((8,), "float32", "A")
+    mod = IRModule((PrimFunc("main", (A,), build(A), attrs),))
+    return mod.with_attr("target", Target(target))
+
+
+def check(before, expected, scopes, target="llvm"):
+    after = plan_memory(func(before, target))
+    expected_mod = func(expected, target, {"memories": scopes})
+    assert_structural_equal(after.replace(attrs=()), expected_mod.replace(attrs=()))
+    for pool_plan in after.attr(PLAN_ATTR).pools:  # the independent checker accepts every plan
+        check_plan(pool_plan.blocks, pool_plan.plan, pool_plan.pool.size)
+
+
+def address(value):
+    return Cast("handle", IntImm(value, "uint64"))
+
+
+def copy_through(T, A):
+    """for i in 0..8: T[i] = A[i]; A[i] = T[i] * 2"""
+    i = Var("i")
+    body = seq(T.store(A[i], (i,)), A.store(T[i] * FloatImm(2.0), (i,)))
+    return For(i, IntImm(0), IntImm(8), "serial", body)
+
+
+def test_fixed_address_buffers_are_packed_in_order(scopes):
+    def before(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")  # 40 bytes
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
+
+    def expected(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        body = seq(copy_through(T, A), copy_through(U, A))
+        # U starts at the next 16-byte boundary after T's 40 bytes
+        return LetStmt(
+            T.data, address(SCRATCH_BASE), LetStmt(U.data, address(SCRATCH_BASE + 48), body)
+        )
+
+    check(before, expected, ("test.scratch",))
+
+
+def test_fixed_address_buffers_never_alive_together_share_space(scopes):
+    # T is freed before U is allocated: the planner gives both the scope's first bytes
+    def before(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return seq(Allocate(T, copy_through(T, A)), Allocate(U, copy_through(U, A)))
+
+    def expected(A):
+        T = decl_buffer((10,), "float32", "T", scope="test.scratch")
+        U = decl_buffer((8,), "float32", "U", scope="test.scratch")
+        return seq(
+            LetStmt(T.data, address(SCRATCH_BASE), copy_through(T, A)),
+            LetStmt(U.data, address(SCRATCH_BASE), copy_through(U, A)),
+        )
+
+    check(before, expected, ("test.scratch",))
+
+
+def test_word_addressed_memory_counts_in_words(scopes):
+    def before(A):
+        T = decl_buffer((3,), "int8", "T", scope="test.words")  # 3 bytes, rounded to a word
+        U = decl_buffer((2,), "int32", "U", scope="test.words")
+        return Allocate(
+            T, Allocate(U, seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,))))
+        )
+
+    def expected(A):
+        T = decl_buffer((3,), "int8", "T", scope="test.words")
+        U = decl_buffer((2,), "int32", "U", scope="test.words")
+        body = seq(T.store(IntImm(1, "int8"), (0,)), U.store(IntImm(2), (0,)))
+        # the planner places the larger U first: T starts after U's 8 bytes, at word 2
+        return LetStmt(T.data, address(WORDS_BASE + 2), LetStmt(U.data, address(WORDS_BASE), body))
+
+    check(before, expected, ("test.words",))
+
+
+def test_fixed_address_overflow_is_an_error(scopes):
+    def before(A):
+        T = decl_buffer((40,), "float32", "T", scope="test.scratch")  # 160 bytes
+        U = decl_buffer((30,), "float32", "U", scope="test.scratch")  # 120 more: 280 > 256
+        return Allocate(T, Allocate(U, seq(copy_through(T, A), copy_through(U, A))))
+
+    with pytest.raises(LoomError, match=r"pool test_scratch has 256 bytes, but its buffers need 2"):
+        plan_memory(func(before))
+
+
+def test_symbolic_size_in_fixed_address_memory_is_an_error(scopes):
+    n = Var("n")
+
+    def before(A):
+        T = decl_buffer((n,), "float32", "T", scope="test.scratch")
+        return Allocate(T, T.store(FloatImm(0.0), (0,)))
+
+    with pytest.raises(
+        LoomError, match=r"buffer T in memory scope test.scratch needs a constant size"
+    ):
+        plan_memory(func(before))
+
+
+def calls(*names_args):
+    return seq(*[AssertStmt(op.equal(op.call_func(n, *a), 0), None, NOP) for n, a in names_args])
+
+
+def kernel(name, n_in, device=None):
+    """A kernel of `n_in` inputs and one output of 8 floats: out[i] = sum of the inputs."""
+    ins = [decl_buffer((8,), "float32", f"x{k}") for k in range(n_in)]
+    out = decl_buffer((8,), "float32", "y")
+    i = Var("i")
+    total = ins[0][i]
+    for b in ins[1:]:
+        total = total + b[i]
+    f = PrimFunc(name, (*ins, out), For(i, IntImm(0), IntImm(8), "serial", out.store(total, (i,))))
+    return f.with_attr(DEVICE_ATTR, device) if device else f
+
+
+def program(pools=(), devices=(None, None, None)):
+    """main(x, y): a = k0(x); b = k1(a, w); y = k2(b, a) with constant w: three kernels, two
+    tensors, one constant."""
+    x, y = decl_buffer((8,), "float32", "x"), decl_buffer((8,), "float32", "y")
+    a, b = decl_buffer((8,), "float32", "a"), decl_buffer((8,), "float32", "b")
+    w = decl_buffer((8,), "float32", "w")
+    value = ConstantData("w", np.arange(8, dtype="float32"))
+    body = calls(
+        ("k0", (x.data, a.data)), ("k1", (a.data, w.data, b.data)), ("k2", (b.data, a.data, y.data))
+    )
+    main = PrimFunc("main", (x, y), body).with_attr(TENSORS_ATTR, (a, b))
+    main = main.with_attr(CONSTANTS_ATTR, ((w, value),))
+    kernels = [
+        kernel("k0", 1, devices[0]),
+        kernel("k1", 2, devices[1]),
+        kernel("k2", 2, devices[2]),
+    ]
+    mod = IRModule((main, *kernels)).with_attr("target", Target("llvm"))
+    return (mod.with_attr(POOLS_ATTR, tuple(pools)) if pools else mod), (x, y, a, b, w)
+
+
+def test_tensors_go_to_the_callers_pool_and_constants_into_the_library():
+    mod, (x, y, a, b, w) = program()
+    after = plan_memory(mod)
+    plan = after.attr(PLAN_ATTR)
+    # a lives from k0 to k2, b from k1 to k2: both alive in k1 and k2, so they do not overlap
+    assert plan.where("a").offset != plan.where("b").offset
+    assert plan["workspace"].size == 64 + 32
+    pool = decl_buffer((96,), "uint8", "pool_workspace", alignment=64)
+    consts = decl_buffer((32,), "uint8", "pool_constants", alignment=64)
+
+    def at(buf, offset):
+        return op.call_intrin("handle", "address_of", buf.load([op.const(offset)]))
+
+    wa, wb = plan.where("a").offset, plan.where("b").offset
+    body = calls(
+        ("k0", (x.data, at(pool, wa))),
+        ("k1", (at(pool, wa), at(consts, 0), at(pool, wb))),
+        ("k2", (at(pool, wb), at(pool, wa), y.data)),
+    )
+    address = op.call_intrin("handle", "global_address", StringImm("loom_pool_constants"))
+    expected = PrimFunc("main", (x, y, pool), LetStmt(consts.data, address, body))
+    assert_structural_equal(after["main"], expected)
+    (array,) = after.attr(GLOBALS_ATTR)
+    assert array.symbol == "loom_pool_constants" and array.nbytes == 32
+    assert array.data == np.arange(8, dtype="float32").tobytes()
+
+
+def test_a_tensor_alive_in_turn_with_another_shares_its_space():
+    # main: a = k0(x); b = k0(a); y = k0(b): a dies when b is made, b when y is
+    x, y = decl_buffer((8,), "float32", "x"), decl_buffer((8,), "float32", "y")
+    a, b, c = (decl_buffer((8,), "float32", n) for n in "abc")
+    body = calls(
+        ("k0", (x.data, a.data)),
+        ("k0", (a.data, b.data)),
+        ("k0", (b.data, c.data)),
+        ("k0", (c.data, y.data)),
+    )
+    main = PrimFunc("main", (x, y), body).with_attr(TENSORS_ATTR, (a, b, c))
+    mod = IRModule((main, kernel("k0", 1))).with_attr("target", Target("llvm"))
+    plan = plan_memory(mod).attr(PLAN_ATTR)
+    assert plan.where("a").offset == plan.where("c").offset
+    assert plan["workspace"].size == 64 + 32
+
+
+def test_a_pin_is_respected():
+    pools = (
+        Pool("dram", accessible_from=("cpu",)),
+        Pool("other", accessible_from=("cpu",)),
+        Pool("weights", kind="constant"),
+    )
+    mod, _ = program(pools)
+    plan = plan_memory(pin(mod, "main", "b", "other", offset=128)).attr(PLAN_ATTR)
+    assert plan.where("b").pool == "other" and plan.where("b").offset == 128
+    assert plan.where("a").pool == "dram"
+    assert plan.where("w").pool == "weights"
+
+
+def test_a_pin_to_an_unknown_pool_or_buffer_is_an_error():
+    mod, _ = program()
+    with pytest.raises(
+        LoomError, match=r"no pool 'sram'; the pools are \['workspace', 'constants'\]"
+    ):
+        plan_memory(pin(mod, "main", "a", "sram"))
+    with pytest.raises(LoomError, match=r"function main has no planned buffer 'zz'"):
+        plan_memory(pin(mod, "main", "zz", "workspace"))
+    with pytest.raises(
+        LoomError, match=r"buffer a of main .* is a workspace tensor, but the pool holds constant"
+    ):
+        plan_memory(pin(mod, "main", "a", "constants"))
+
+
+def test_a_kernel_touching_a_pool_its_device_cannot_reach_fails_the_build():
+    pools = (
+        Pool("host_only", accessible_from=("cpu",)),
+        Pool("weights", kind="constant", accessible_from=("cpu", "acc")),
+    )
+    mod, _ = program(pools, devices=(None, "acc", None))
+    # k1 runs on "acc" and is given a and b: no workspace pool reaches both cpu and acc
+    with pytest.raises(
+        LoomError,
+        match=r"no workspace pool can hold a of main: .*k0 on cpu, k1 on acc.*host_only \(cpu\)",
+    ):
+        plan_memory(mod)
+    # pinned there anyway: the verifier names the function, its device, the buffer and the pool
+    pools = (*pools, Pool("shared", accessible_from=("cpu", "acc")))
+    mod, _ = program(pools, devices=(None, "acc", None))
+    with pytest.raises(
+        LoomError,
+        match=r"function k1 runs on acc but touches buffer a \(of main\), which is in pool "
+        r"host_only; only \['cpu'\]",
+    ):
+        plan_memory(pin(mod, "main", "a", "host_only"))
+    plan = plan_memory(mod).attr(PLAN_ATTR)
+    assert plan.where("a").pool == "shared" and plan.where("a").touched_by == ("k0", "k1", "k2")
+
+
+def test_a_full_pool_is_an_error_naming_its_largest_buffers():
+    mod, _ = program((Pool("tiny", size=64), Pool("weights", kind="constant")))
+    with pytest.raises(
+        LoomError, match=r"pool tiny has 64 bytes, but its buffers need 96 .*a of main: 32"
+    ):
+        plan_memory(mod)
+
+
+def test_fixed_buffers_of_kernels_called_in_turn_share_the_scratchpad(scopes):
+    def k(name):
+        A = decl_buffer((8,), "float32", "A")
+        T = decl_buffer((8,), "float32", "T", scope="test.scratch")
+        f = PrimFunc(name, (A,), Allocate(T, copy_through(T, A)))
+        return f.with_attr(DEVICE_ATTR, "test_dev")
+
+    A = decl_buffer((8,), "float32", "A")
+    main = PrimFunc("main", (A,), calls(("ka", (A.data,)), ("kb", (A.data,))))
+    mod = IRModule((main, k("ka"), k("kb"))).with_attr("target", Target("llvm"))
+    plan = plan_memory(mod).attr(PLAN_ATTR)
+    ta, tb = plan.where("T", "ka"), plan.where("T", "kb")
+    assert ta.end <= tb.start and ta.offset == tb.offset == 0
+    assert plan["test_scratch"].size == 32
