@@ -140,6 +140,13 @@ def run() -> bool:
     compiled = loom.compile(int8_model(), target="npu")
     for group in compiled.info.groups:
         print(f"  {group['kernel']}: {' + '.join(group['ops'])}  [{group['target']}]")
+    for planned in compiled.memory_plan.pools:  # docs/memory-planning.md
+        pool = planned.pool
+        print(
+            f"  pool {pool.name} ({pool.placement}, {'/'.join(pool.accessible_from)}): "
+            f"{len(planned.placed)} buffers in {planned.size} bytes, lower bound "
+            f"{planned.plan.lower_bound}"
+        )
     x = input_x(0)
     npu_sim.reset()
     got = compiled(x=x)

@@ -7,7 +7,7 @@ respected; a function touching a pool its device cannot reach fails the build.""
 import numpy as np
 import pytest
 
-from loom import LoomError, memory
+from loom import LoomError
 from loom.ir import (
     NOP,
     Allocate,
@@ -39,40 +39,7 @@ from loom.transform.plan_memory import (
     ConstantData,
     plan_memory,
 )
-
-SCRATCH_BASE = 0x1000
-WORDS_BASE = 0x200
-
-
-@pytest.fixture
-def scopes():
-    """Two fixed-address memories: 256 bytes addressed in bytes (16-byte alignment) and 64 bytes
-    addressed in 32-bit words."""
-    registered = [
-        memory.MemoryScope(
-            "test.scratch",
-            memory.FixedAddress(SCRATCH_BASE, 256, 8, "scratch"),
-            alignment=16,
-            accessible_from=("test_dev",),
-        ),
-        memory.MemoryScope(
-            "test.words",
-            memory.FixedAddress(WORDS_BASE, 64, 32, "words"),
-            alignment=4,
-            accessible_from=("test_dev",),
-        ),
-    ]
-    for scope in registered:
-        memory.register(scope, replace=True)
-    yield
-    for scope in registered:
-        memory.unregister(scope.name)
-
-
-def func(build, target="llvm", attrs=()):
-    A = decl_buffer((8,), "float32", "A")
-    mod = IRModule((PrimFunc("main", (A,), build(A), attrs),))
-    return mod.with_attr("target", Target(target))
+from tests.transform.memory_cases import SCRATCH_BASE, WORDS_BASE, copy_through, func
 
 
 def check(before, expected, scopes, target="llvm"):
@@ -85,13 +52,6 @@ def check(before, expected, scopes, target="llvm"):
 
 def address(value):
     return Cast("handle", IntImm(value, "uint64"))
-
-
-def copy_through(T, A):
-    """for i in 0..8: T[i] = A[i]; A[i] = T[i] * 2"""
-    i = Var("i")
-    body = seq(T.store(A[i], (i,)), A.store(T[i] * FloatImm(2.0), (i,)))
-    return For(i, IntImm(0), IntImm(8), "serial", body)
 
 
 def test_fixed_address_buffers_are_packed_in_order(scopes):
