@@ -7,7 +7,12 @@ every buffer of the program with its size, alignment and lifetime:
   buffers `main`'s body uses but does not bind) and its constants (CONSTANTS_ATTR, with their
   values);
 - every allocation in a fixed-address memory scope (an accelerator's scratchpad), in any
-  function.
+  function;
+- a kernel's own buffers in host memory (scope `global`, constant size, not one per iteration
+  of a parallel loop) when the kernel runs inside a program (called from an entry): they go to
+  a workspace pool, a caller pool reaching the kernel as an extra parameter passed down the
+  calls, so nothing is allocated during the run. Outside a program they stay run-time
+  allocations.
 Lifetimes are counted on one clock: the walk of the program from each function no other calls
 (`main`), through each call into its callee, a tick per statement. A tensor lives from the
 first call that is given it to the end of the last one; an allocation from its statement to
@@ -36,15 +41,15 @@ from loom.abi.dtype import HANDLE
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer, decl_buffer
-from loom.ir.expr import BufferLoad, Call, CallKind, IntImm, StringImm, Var
+from loom.ir.expr import BufferLoad, Call, CallKind, IntImm, PrimExpr, StringImm, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
-from loom.ir.stmt import Allocate, LetStmt, Stmt
+from loom.ir.stmt import Allocate, For, ForKind, LetStmt, Stmt
 from loom.ir.visitor import Mutator, Visitor, substitute
 from loom.memory.planner import Buffer as Block
 from loom.memory.planner import Plan, check, plan
 from loom.memory.pool import PINS_ATTR, POOLS_ATTR, Pin, Pool
-from loom.memory.scope import FixedAddress
+from loom.memory.scope import FixedAddress, RuntimeAllocator
 from loom.transform.lower_memory import (
     MEMORIES_ATTR,
     capacity_error,
@@ -219,6 +224,9 @@ class _Clock(Visitor):
         self.stack: list[str] = []
         self.allocations: dict[int, list] = {}  # id(allocate) -> [function, allocate, start, end]
         self.uses: dict[Var, list[int]] = {}  # tensor storage -> [start, end]
+        self.parallel = 0  # parallel loops around the walk
+        self.private: set[int] = set()  # allocations inside a parallel loop: one per iteration
+        self.roots: dict[int, set[str]] = {}  # id(allocate) -> the roots whose walk reached it
 
     def run(self, name: str) -> None:
         self.stack.append(name)
@@ -232,8 +240,17 @@ class _Clock(Visitor):
 
     def visit_Allocate(self, s: Allocate) -> None:
         start = self.step
+        if self.parallel:
+            self.private.add(id(s))
+        self.roots.setdefault(id(s), set()).add(self.stack[0])
         self.generic_visit(s)
         self._extend(self.allocations, id(s), start, self.step + 1, [self.stack[-1], s])
+
+    def visit_For(self, s: For) -> None:
+        parallel = s.kind == ForKind.PARALLEL
+        self.parallel += parallel
+        self.generic_visit(s)
+        self.parallel -= parallel
 
     def visit_Call(self, n: Call) -> None:
         self.generic_visit(n)
@@ -314,11 +331,30 @@ def _requests(mod: IRModule, target) -> list[_Request]:
             _Request(func.name, buf, _nbytes(buf, func), alignment, start, end, kind, touched)
         )
         requests[-1].data = data
+    entries = {f.name for f in mod if _is_entry(f)}
     for fname, s, start, end in clock.allocations.values():
         scope = memory.get(s.buffer.scope)
+        func = mod[fname]
+        if _is_host_workspace(scope) and id(s) not in clock.private:
+            if not clock.roots[id(s)] <= entries or not _has_constant_size(s.buffer):
+                continue  # outside a program's run: allocated at run time, as its scope says
+            alignment = max(s.buffer.alignment, scope.alignment, target.alignment)
+            touched = tuple(sorted({fname} | receivers.of_var(func, s.buffer.data)))
+            req = _Request(
+                fname,
+                s.buffer,
+                _nbytes(s.buffer, func),
+                alignment,
+                start,
+                end,
+                "workspace",
+                touched,
+            )
+            req.allocate = s
+            requests.append(req)
+            continue
         if not isinstance(scope.strategy, FixedAddress):
             continue
-        func = mod[fname]
         nbytes = IntImm(_nbytes(s.buffer, func), "int64")
         too_large = capacity_error(func, s.buffer, scope, nbytes, target)
         if too_large is not None:
@@ -330,6 +366,21 @@ def _requests(mod: IRModule, target) -> list[_Request]:
         req.scope, req.allocate = scope.name, s
         requests.append(req)
     return requests
+
+
+def _is_entry(func: PrimFunc) -> bool:
+    """A program's entry (a model's `main`): it receives the caller's pools."""
+    return func.attr(TENSORS_ATTR) is not None or func.attr(CONSTANTS_ATTR) is not None
+
+
+def _is_host_workspace(scope) -> bool:
+    """A kernel's own buffer in host memory from the runtime's allocator (`global`): inside a
+    program it goes to a workspace pool instead, so nothing is allocated during the run."""
+    return isinstance(scope.strategy, RuntimeAllocator) and scope.address_space == "host"
+
+
+def _has_constant_size(buf: Buffer) -> bool:
+    return isinstance(simplify(buf.storage_elements()), IntImm)
 
 
 def _devices(mod: IRModule, target, names: Sequence[str]) -> dict[str, str]:
@@ -500,16 +551,23 @@ def verify(mod: IRModule, target, memory_plan: MemoryPlan) -> None:
 
 
 class _Rewrite(Mutator):
-    """Fixed allocations become their constant addresses."""
+    """Planned allocations become their addresses; calls of functions that now take caller
+    pools pass them on."""
 
-    def __init__(self, addresses: dict[int, tuple[Allocate, int]]):
-        self.addresses = addresses
+    def __init__(self, addresses: dict[int, PrimExpr], extra_args: dict[str, list[Var]]):
+        self.addresses = addresses  # id(allocate) -> address
+        self.extra_args = extra_args  # function -> pool storage to append to its calls
 
     def visit_Allocate(self, s: Allocate):
-        found = self.addresses.get(id(s))
-        if found is None:
+        address = self.addresses.get(id(s))
+        if address is None:
             return self.generic_mutate(s)
-        return LetStmt(s.buffer.data, found[1], self.visit(s.body))
+        return LetStmt(s.buffer.data, address, self.visit(s.body))
+
+    def visit_Call(self, n: Call):
+        n = self.generic_mutate(n)
+        extra = self.extra_args.get(n.op) if n.kind == CallKind.FUNCTION else None
+        return n.replace(args=(*n.args, *extra)) if extra else n
 
 
 def _pool_buffer(pool_plan: PoolPlan) -> Buffer:
@@ -534,46 +592,75 @@ def _static_array(pool_plan: PoolPlan, requests: list[_Request]) -> GlobalArray:
     return GlobalArray(_symbol(pool), max(pool_plan.size, 1), pool.alignment, data)
 
 
+def _callers(mod: IRModule) -> dict[str, set[str]]:
+    names = set(mod.names())
+    found: dict[str, set[str]] = {}
+    for f in mod:
+        for call in _calls(f, names):
+            found.setdefault(call.op, set()).add(f.name)
+    return found
+
+
+def _thread_pools(mod: IRModule, uses: dict[str, set[str]]) -> dict[str, set[str]]:
+    """function -> the caller pools it must take as parameters: those it uses, and those of the
+    functions it calls (an entry has every caller pool already)."""
+    needs = {f: set(p) for f, p in uses.items() if not _is_entry(mod[f])}
+    callers = _callers(mod)
+    work = list(needs)
+    while work:
+        f = work.pop()
+        for g in callers.get(f, ()):
+            if _is_entry(mod[g]) or needs[f] <= needs.get(g, set()):
+                continue
+            needs.setdefault(g, set()).update(needs[f])
+            work.append(g)
+    return needs
+
+
 def _rewrite(mod: IRModule, target, plans: list[tuple[PoolPlan, list[_Request]]]) -> IRModule:
-    by_function: dict[str, dict] = {}  # function -> {"subst": {var: address}, "static": {}}
-    caller_buffers = [_pool_buffer(p) for p, _ in plans if p.pool.placement == "caller"]
-    by_name = {b.name[len("pool_") :]: b for b in caller_buffers}
-    fixed: dict[str, dict[int, tuple[Allocate, int]]] = {}
+    caller_buffers = {
+        p.pool.name: _pool_buffer(p) for p, _ in plans if p.pool.placement == "caller"
+    }
+    subst: dict[str, dict[Var, PrimExpr]] = {}  # function -> tensor storage -> address
+    addresses: dict[int, PrimExpr] = {}  # id(allocate) -> address
+    statics: dict[str, dict[str, tuple[Pool, Buffer]]] = {}  # function -> static pools it uses
+    uses: dict[str, set[str]] = {}  # function -> caller pools it uses
     scopes: dict[str, set[str]] = {}
     arrays = list(mod.attr(GLOBALS_ATTR, ()))
     for pool_plan, requests in plans:
         pool = pool_plan.pool
-        pool_buf = _pool_buffer(pool_plan)
-        if pool.placement == "caller":
-            pool_buf = by_name[pool.name]
+        pool_buf = caller_buffers.get(pool.name) or _pool_buffer(pool_plan)
         for r, b in zip(requests, pool_plan.placed):
             if r.kind == "fixed":
-                address = fixed_address(memory.get(r.scope), b.offset)
-                fixed.setdefault(r.function, {})[id(r.allocate)] = (r.allocate, address)
+                addresses[id(r.allocate)] = fixed_address(memory.get(r.scope), b.offset)
                 scopes.setdefault(r.function, set()).add(r.scope)
                 continue
-            entry = by_function.setdefault(r.function, {"subst": {}, "static": {}})
             address = op.call_intrin(HANDLE, "address_of", pool_buf.load([op.const(b.offset)]))
-            entry["subst"][r.buffer.data] = address
+            if r.allocate is not None:  # a kernel's own buffer
+                addresses[id(r.allocate)] = address
+            else:
+                subst.setdefault(r.function, {})[r.buffer.data] = address
             if pool.placement == "static":
-                entry["static"][pool.name] = (pool_plan, pool_buf)
+                statics.setdefault(r.function, {})[pool.name] = (pool, pool_buf)
+            else:
+                uses.setdefault(r.function, set()).add(pool.name)
         if pool.placement == "static" and requests:
             arrays.append(_static_array(pool_plan, requests))
+    order = list(caller_buffers)
+    needs = _thread_pools(mod, uses)
+    extra_params = {f: [caller_buffers[p] for p in order if p in n] for f, n in needs.items()}
+    extra_args = {f: [b.data for b in bufs] for f, bufs in extra_params.items()}
 
     def rewrite(func: PrimFunc) -> PrimFunc:
-        body = func.body
-        if func.name in fixed:
-            body = _Rewrite(fixed[func.name]).visit(body)
-        entry = by_function.get(func.name)
-        params = func.params
-        if entry is not None:
-            body = substitute(body, entry["subst"])
-            for pool_plan, pool_buf in entry["static"].values():
-                symbol = StringImm(_symbol(pool_plan.pool))
-                address = op.call_intrin(HANDLE, "global_address", symbol)
-                body = LetStmt(pool_buf.data, address, body)
-        if func.attr(TENSORS_ATTR) is not None or func.attr(CONSTANTS_ATTR) is not None:
-            params = (*params, *caller_buffers)  # a program's entry: every caller pool
+        body = _Rewrite(addresses, extra_args).visit(func.body)
+        body = substitute(body, subst.get(func.name, {}))
+        for pool, pool_buf in statics.get(func.name, {}).values():
+            address = op.call_intrin(HANDLE, "global_address", StringImm(_symbol(pool)))
+            body = LetStmt(pool_buf.data, address, body)
+        if _is_entry(func):
+            params = (*func.params, *caller_buffers.values())
+        else:
+            params = (*func.params, *extra_params.get(func.name, ()))
         attrs = {k: v for k, v in func.attrs if k not in (TENSORS_ATTR, CONSTANTS_ATTR)}
         if func.name in scopes:
             known = tuple(func.attr(MEMORIES_ATTR, ()))

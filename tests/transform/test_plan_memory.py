@@ -7,6 +7,7 @@ respected; a function touching a pool its device cannot reach fails the build.""
 import numpy as np
 import pytest
 
+import loom
 from loom import LoomError
 from loom.ir import (
     NOP,
@@ -286,3 +287,76 @@ def test_fixed_buffers_of_kernels_called_in_turn_share_the_scratchpad(scopes):
     ta, tb = plan.where("T", "ka"), plan.where("T", "kb")
     assert ta.end <= tb.start and ta.offset == tb.offset == 0
     assert plan["test_scratch"].size == 32
+
+
+def staged_kernel(name, parallel=False):
+    """k(x, y): T = x * 2 in a buffer of its own (scope global); y = T + 1."""
+    x, y = decl_buffer((8,), "float32", "x"), decl_buffer((8,), "float32", "y")
+    T = decl_buffer((8,), "float32", "T", scope="global")
+    i, j = Var("i"), Var("j")
+    body = seq(
+        For(i, IntImm(0), IntImm(8), "serial", T.store(x[i] * FloatImm(2.0), (i,))),
+        For(i, IntImm(0), IntImm(8), "serial", y.store(T[i] + FloatImm(1.0), (i,))),
+    )
+    body = Allocate(T, body)
+    if parallel:  # a buffer of each iteration
+        body = For(j, IntImm(0), IntImm(1), "parallel", body)
+    return PrimFunc(name, (x, y), body), (x, y, T)
+
+
+def staged_program(parallel=False):
+    """main(x, y): a = k(x); y = k(a)."""
+    x, y, a = (decl_buffer((8,), "float32", n) for n in "xya")
+    main = PrimFunc("main", (x, y), calls(("k", (x.data, a.data)), ("k", (a.data, y.data))))
+    main = main.with_attr(TENSORS_ATTR, (a,)).with_attr(CONSTANTS_ATTR, ())
+    k, _ = staged_kernel("k", parallel)
+    return IRModule((main, k)).with_attr("target", Target("llvm")), (x, y, a)
+
+
+def test_a_kernels_own_buffer_goes_to_the_callers_pool_which_the_kernel_then_takes():
+    mod, (x, y, a) = staged_program()
+    after = plan_memory(mod)
+    plan = after.attr(PLAN_ATTR)
+    t = plan.where("T", "k")
+    assert t.pool == "workspace" and t.touched_by == ("k",)
+    # T is alive in both calls of k, a from the first call to the second: they do not overlap
+    assert t.offset != plan.where("a").offset
+    pool = decl_buffer((96,), "uint8", "pool_workspace", alignment=64)
+
+    def at(offset):
+        return op.call_intrin("handle", "address_of", pool.load([op.const(offset)]))
+
+    k = mod["k"]
+    kx, ky = k.params
+    T = k.body.buffer
+    expected_k = PrimFunc("k", (kx, ky, pool), LetStmt(T.data, at(t.offset), k.body.body))
+    assert_structural_equal(after["k"], expected_k)
+    wa = plan.where("a").offset
+    body = calls(("k", (x.data, at(wa), pool.data)), ("k", (at(wa), y.data, pool.data)))
+    assert_structural_equal(after["main"], PrimFunc("main", (x, y, pool), body))
+
+
+def test_a_kernels_own_buffer_runs_from_the_pool_and_nothing_is_allocated():
+    mod, _ = staged_program()
+    built = loom.build(mod, target="llvm")
+    x = np.arange(8, dtype="float32")
+    y = np.empty(8, "float32")
+    pool = loom.nd.empty((96,), "uint8", 64)
+    built["main"](x, y, pool)
+    np.testing.assert_array_equal(y, (x * 2 + 1) * 2 + 1)
+    assert "loom_alloc" not in str(loom.lower(mod, target="llvm"))
+
+
+def test_a_buffer_of_each_parallel_iteration_stays_a_run_time_allocation():
+    mod, _ = staged_program(parallel=True)
+    after = plan_memory(mod)
+    with pytest.raises(KeyError):
+        after.attr(PLAN_ATTR).where("T")
+    assert_structural_equal(after["k"], mod["k"])
+
+
+def test_outside_a_program_a_kernels_buffer_is_allocated_at_run_time():
+    k, _ = staged_kernel("k")
+    mod = IRModule((k,)).with_attr("target", Target("llvm"))
+    after = plan_memory(mod)
+    assert_structural_equal(after["k"], k)
