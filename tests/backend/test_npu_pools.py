@@ -10,6 +10,7 @@ import pytest
 
 import loom
 from loom import LoomError
+from loom.backend import npu
 from loom.demo import examples_dir, load_example
 from loom.memory import Pool, pin
 from loom.memory.planner import check
@@ -84,3 +85,19 @@ def test_a_spad_pool_too_small_for_a_kernel_is_a_build_error():
     pools = [POOLS[1], Pool("spad", size=128, accessible_from=("npu",), scope="npu.spad"), POOLS[3]]
     with pytest.raises(LoomError, match=r"pool spad has 128 bytes, but its buffers need \d+"):
         loom.compile(EXAMPLE.int8_model(), target="npu", pools=pools)
+
+
+def test_a_backends_pass_at_the_memory_phase_sees_main_and_may_pin():
+    seen = []
+
+    def pin_from_the_backend(mod):
+        seen.append(sorted(f.name for f in mod if f.attr(TENSORS_ATTR) is not None))
+        return pin(mod, "int8", "p1", "dram")
+
+    npu.BACKEND.extra_passes.append(("memory", pin_from_the_backend))
+    try:
+        compiled = loom.compile(EXAMPLE.int8_model(), target="npu", pools=POOLS, name="int8")
+    finally:
+        npu.BACKEND.extra_passes.remove(("memory", pin_from_the_backend))
+    assert seen == [["int8"]]
+    assert compiled.memory_plan.where("p1").pool == "dram"

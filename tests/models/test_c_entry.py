@@ -142,3 +142,15 @@ def test_a_c_program_runs_a_real_model_like_python(model, tmp_path):
     want = compiled(**feeds)
     for got, name in zip(run_in_c(compiled, feeds, tmp_path), compiled.output_names):
         np.testing.assert_array_equal(got, want[name])
+
+
+def test_a_static_workspace_is_in_the_library_and_the_caller_gives_no_pool(tmp_path):
+    pools = [loom.memory.Pool("ws", placement="static"), loom.memory.Pool("w", kind="constant")]
+    compiled = loom.compile(small_model(), name="small_static", pools=pools)
+    assert compiled.info.caller_pools == []
+    assert "void *unused;" in compiled.c_header()  # C has no empty struct
+    assert compiled.memory_plan["ws"].placed
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 16)).astype("float32")}
+    want = compiled(**feeds)
+    for got, name in zip(run_in_c(compiled, feeds, tmp_path), compiled.output_names):
+        np.testing.assert_array_equal(got, want[name])

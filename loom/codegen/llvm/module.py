@@ -95,6 +95,7 @@ class ModuleCodegen:
             g.initializer = ir.Constant(typ, bytearray(array.data))
         else:
             g.initializer = ir.Constant(typ, None)  # zeroinitializer
+        g.type = PTR  # opaque, like every pointer in LLVM 22
         return g
 
     # -- functions -----------------------------------------------------------------------------
