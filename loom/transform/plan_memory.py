@@ -296,6 +296,7 @@ class _Request:
     data: ConstantData | None = None
     pin: Pin | None = None
     pool: Pool | None = None
+    candidates: tuple[Pool, ...] = ()  # the pools it may go to, in order of preference
 
 
 def _nbytes(buf: Buffer, func: PrimFunc) -> int:
@@ -466,7 +467,7 @@ def _assign(mod: IRModule, target, requests: list[_Request], pools: Sequence[Poo
         ]
         if not candidates:
             raise LoomError(_no_pool_message(r, devices, pools))
-        r.pool = candidates[0]
+        r.pool, r.candidates = candidates[0], tuple(candidates)
 
 
 def _what(r: _Request) -> str:
@@ -491,7 +492,8 @@ def _no_pool_message(r: _Request, devices: dict[str, str], pools: Sequence[Pool]
     )
 
 
-def _plan_pool(pool: Pool, requests: list[_Request], time_limit: float) -> PoolPlan:
+def _blocks(pool: Pool, requests: list[_Request]) -> list[Block]:
+    """The planner's view of the buffers of `pool`."""
     blocks = []
     names: set[str] = set()
     for r in requests:
@@ -508,6 +510,37 @@ def _plan_pool(pool: Pool, requests: list[_Request], time_limit: float) -> PoolP
             name, copy = f"{r.buffer.name}#{copy}", copy + 1
         names.add(name)
         blocks.append(Block(name, r.size, start, end, alignment, offset))
+    return blocks
+
+
+SPILL_TRIAL_SECONDS = 0.2
+"""The search time of each trial plan while a full pool spills buffers to the next pool."""
+
+
+def _spill(pool: Pool, requests: list[_Request], time_limit: float) -> None:
+    """While the buffers of `pool` (of a fixed size) do not fit, move the largest one that may
+    go to a later pool to its next candidate (as TVM's pool candidates: in order of
+    preference)."""
+    if pool.size is None:
+        return
+    while True:
+        mine = [r for r in requests if r.pool is pool]
+        seconds = min(time_limit, SPILL_TRIAL_SECONDS)
+        if plan(_blocks(pool, mine), capacity=pool.size, time_limit=seconds).fits is not False:
+            return
+        movable = [
+            r
+            for r in mine
+            if r.pin is None and pool in r.candidates and r.candidates[-1] is not pool
+        ]
+        if not movable:
+            return  # _plan_pool reports what does not fit
+        r = max(movable, key=lambda r: r.size)
+        r.pool = r.candidates[r.candidates.index(pool) + 1]
+
+
+def _plan_pool(pool: Pool, requests: list[_Request], time_limit: float) -> PoolPlan:
+    blocks = _blocks(pool, requests)
     # constants are all alive at once: any packing is as good as another but for alignment
     algorithm = "greedy_by_size" if pool.kind == "constant" else "auto"
     result = plan(blocks, capacity=pool.size, algorithm=algorithm, time_limit=time_limit)
@@ -679,7 +712,8 @@ def plan_module(mod: IRModule, target, time_limit: float = DEFAULT_TIME_LIMIT):
     pools = _pools(mod, target, requests)
     _assign(mod, target, requests, pools)
     plans = []
-    for pool in pools:
+    for pool in pools:  # in order: a full pool spills to later ones
+        _spill(pool, requests, time_limit)
         mine = [r for r in requests if r.pool is pool]
         plans.append((_plan_pool(pool, mine, time_limit), mine))
     memory_plan = MemoryPlan(tuple(p for p, _ in plans))

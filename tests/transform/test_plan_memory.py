@@ -360,3 +360,15 @@ def test_outside_a_program_a_kernels_buffer_is_allocated_at_run_time():
     mod = IRModule((k,)).with_attr("target", Target("llvm"))
     after = plan_memory(mod)
     assert_structural_equal(after["k"], k)
+
+
+def test_a_full_pool_spills_its_largest_movable_buffer_to_the_next_pool():
+    # a and b are alive together (64 + 32 bytes): 64 bytes of "small" hold one of them
+    pools = (Pool("small", size=64), Pool("big"), Pool("weights", kind="constant"))
+    mod, _ = program(pools)
+    plan = plan_memory(mod).attr(PLAN_ATTR)
+    assert [b.buffer for b in plan["small"].placed] == ["b"]
+    assert [b.buffer for b in plan["big"].placed] == ["a"]
+    # a pinned buffer stays: the other one moves
+    plan = plan_memory(pin(mod, "main", "a", "small")).attr(PLAN_ATTR)
+    assert plan.where("a").pool == "small" and plan.where("b").pool == "big"
