@@ -159,3 +159,15 @@ def test_a_conv_bias_relu_group_is_one_loop_nest():
     assert isinstance(func.body, loom.ir.For)  # one nest: the reduction is inside it
     text = str(lowered)
     assert "storage_scope = local" in text and "storage_scope = global" not in text
+
+
+def test_a_models_name_names_its_functions_and_must_be_a_c_identifier():
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    m = model(nodes, [("x", [1, 4])], ["y"], {})
+    compiled = loom.compile(m, name="tiny_relu")
+    assert compiled.info.main == "tiny_relu" and compiled.info.name == "tiny_relu"
+    assert "int32_t tiny_relu_run(" in compiled.c_header()
+    with pytest.raises(loom.LoomError, match=r"name='main' would clash with a C program's main"):
+        loom.compile(m, name="main")
+    with pytest.raises(loom.LoomError, match=r"a model's name must be a C identifier"):
+        loom.compile(m, name="tiny-relu")
