@@ -23,12 +23,12 @@ from loom.graph.passes.partition import REGION
 from loom.graph.passes.pipeline import GraphPass, optimize
 from loom.ir.function import IRModule
 from loom.memory.pool import Pool
+from loom.memory.program import PLAN_ATTR, MemoryPlan, describe_pools
 from loom.packaging import finish
 from loom.runtime.c_entry import check_name, wrapper_source
 from loom.runtime.model import Model, ModelModule
 from loom.runtime.module import NativeModule
 from loom.target import Target, as_target
-from loom.transform.plan_memory import PLAN_ATTR, MemoryPlan, describe_pools
 
 
 class CompiledModel(Model):
@@ -43,7 +43,7 @@ class CompiledModel(Model):
         self.lowered = lowered
         self.target = target
         self.memory_plan = memory_plan
-        """Where every buffer went: loom.transform.plan_memory.MemoryPlan."""
+        """Where every buffer went: loom.memory.program.MemoryPlan."""
 
     @property
     def kernels(self) -> tuple[str, ...]:

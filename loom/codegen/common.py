@@ -10,10 +10,10 @@ from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.function import IRModule
 from loom.ir.visitor import post_order_visit
+from loom.memory.program import GLOBALS_ATTR
 from loom.memory.scope import Stack
 from loom.transform.lower_memory import MEMORIES_ATTR
 from loom.transform.lower_parallel import PARALLEL_TASK_ATTR
-from loom.transform.plan_memory import GLOBALS_ATTR
 
 
 def memories_used(mod: IRModule) -> tuple[str, ...]:

@@ -34,11 +34,11 @@ from loom.ir import op as irop
 from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import NOP, AssertStmt, Stmt, seq
+from loom.memory.program import CONSTANTS_ATTR, TENSORS_ATTR, ConstantData
 from loom.te.lower import lower_schedule
 from loom.te.operation import compute, placeholder
 from loom.te.schedule import AttachType, create_schedule
 from loom.te.tensor import ComputeOp, Reduce, Tensor
-from loom.transform.plan_memory import CONSTANTS_ATTR, TENSORS_ATTR, ConstantData
 
 
 @dataclasses.dataclass(frozen=True)

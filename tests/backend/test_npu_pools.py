@@ -14,8 +14,8 @@ from loom.backend import npu
 from loom.demo import examples_dir, load_example
 from loom.memory import Pool, pin
 from loom.memory.planner import check
+from loom.memory.program import TENSORS_ATTR
 from loom.transform.lower_memory import DEVICE_ATTR
-from loom.transform.plan_memory import TENSORS_ATTR
 
 pytest.importorskip("onnx")
 

@@ -30,16 +30,10 @@ from loom.ir import (
 from loom.memory import Pool, pin
 from loom.memory.planner import check as check_plan
 from loom.memory.pool import POOLS_ATTR
+from loom.memory.program import CONSTANTS_ATTR, GLOBALS_ATTR, PLAN_ATTR, TENSORS_ATTR, ConstantData
 from loom.target import Target
 from loom.transform.lower_memory import DEVICE_ATTR
-from loom.transform.plan_memory import (
-    CONSTANTS_ATTR,
-    GLOBALS_ATTR,
-    PLAN_ATTR,
-    TENSORS_ATTR,
-    ConstantData,
-    plan_memory,
-)
+from loom.transform.plan_memory import plan_memory
 from tests.transform.memory_cases import SCRATCH_BASE, WORDS_BASE, copy_through, func
 
 
