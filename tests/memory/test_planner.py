@@ -1,6 +1,6 @@
-"""loom.memory.planner: the checker, the reader, the lower bound, TVM's greedy planners and the
-exact search, on the benchmark instances (bench/memplan_data) and random small ones checked
-against an exhaustive search."""
+"""loom.memory.planner: the checker, the reader, the lower bound, TVM's greedy planners, the
+bottom-up placement and the exact search, on the benchmark instances (bench/memplan_data),
+random small ones checked against an exhaustive search, and generated ones that pack exactly."""
 
 import dataclasses
 import pathlib
@@ -189,7 +189,7 @@ def test_pinned_zero_size_and_aligned_buffers_in_every_algorithm():
         Buffer("empty", 0, 1, 2),
         Buffer("c", 5, 5, 10, alignment=2),
     ]
-    for algorithm in ("greedy_by_size", "greedy_by_conflicts", "search", "auto"):
+    for algorithm in ("greedy_by_size", "greedy_by_conflicts", "bottom_up", "search", "auto"):
         result = plan(buffers, algorithm=algorithm, time_limit=5)
         check(buffers, result)
         assert result.offsets["pin"] == 8
@@ -296,7 +296,7 @@ def test_random_instances_with_pinned_buffers():
         tried += 1
         result = plan(buffers, algorithm="search", time_limit=5)
         assert result.optimal and result.peak == _optimum(buffers), buffers
-        for algorithm in ("greedy_by_size", "greedy_by_conflicts"):
+        for algorithm in ("greedy_by_size", "greedy_by_conflicts", "bottom_up"):
             assert plan(buffers, algorithm=algorithm).peak >= result.peak
 
 
@@ -326,3 +326,94 @@ def test_too_large_a_problem_keeps_the_greedy_plan(monkeypatch):
     result = plan(buffers, algorithm="search")
     assert result.algorithm in ("greedy_by_size", "greedy_by_conflicts")
     check(buffers, result)
+
+
+# ------------------------------------------------------------------ the bottom-up placement
+
+
+def _tiled(rng, height, span, count):
+    """`count` buffers cut from a full `height` x `span` rectangle (bytes x time) by guillotine
+    cuts: they pack exactly into `height` bytes, their lower bound."""
+    boxes = [(height, 0, span)]
+    while len(boxes) < count:
+        at = max(range(len(boxes)), key=lambda k: _area(boxes[k]) * rng.random())
+        size, start, end = boxes.pop(at)
+        if rng.random() < 0.5 and size > 1:
+            cut = rng.randint(1, size - 1)
+            boxes += [(cut, start, end), (size - cut, start, end)]
+        elif end - start > 1:
+            cut = rng.randint(start + 1, end - 1)
+            boxes += [(size, start, cut), (size, cut, end)]
+        else:
+            boxes.append((size, start, end))
+    return [Buffer(f"t{k}", size, start, end) for k, (size, start, end) in enumerate(boxes)]
+
+
+def _area(box):
+    size, start, end = box
+    return size * (end - start)
+
+
+def test_bottom_up_reaches_the_bound_where_greedy_does_not():
+    buffers = _tiled(random.Random(0), 64, 16, 30)
+    assert lower_bound(buffers) == 64
+    assert plan(buffers, algorithm="greedy_by_size").peak == 90
+    assert plan(buffers, algorithm="greedy_by_conflicts").peak == 99
+    result = plan(buffers, algorithm="bottom_up")
+    assert result.peak == 64 and result.optimal and result.algorithm == "bottom_up"
+    auto = plan(buffers, time_limit=1.0)
+    assert auto.peak == 64 and auto.algorithm == "auto:bottom_up" and auto.seconds < 0.5
+
+
+def test_bottom_up_on_tiled_instances_is_valid_and_often_exact():
+    exact = {"greedy": 0, "bottom_up": 0}
+    for seed in range(60):
+        buffers = _tiled(random.Random(seed), 64, 16, 30)
+        greedy = min(
+            plan(buffers, algorithm=a).peak for a in ("greedy_by_size", "greedy_by_conflicts")
+        )
+        result = plan(buffers, algorithm="bottom_up")  # plan() checks it
+        assert result.peak >= 64
+        exact["greedy"] += greedy == 64
+        exact["bottom_up"] += result.peak == 64
+        assert plan(buffers, time_limit=1.0).peak <= min(greedy, result.peak)
+    assert exact["bottom_up"] >= exact["greedy"] + 10, exact
+
+
+def test_bottom_up_with_pinned_and_aligned_buffers():
+    rng = random.Random(11)
+    tried = 0
+    while tried < 150:
+        buffers = _random_buffers(rng, rng.randint(1, 8), pinned=True)
+        if _pinned_collide(buffers):
+            continue
+        tried += 1
+        result = plan(buffers, algorithm="bottom_up")  # plan() checks it
+        assert result.peak >= lower_bound(buffers)
+
+
+def test_auto_keeps_its_time_limit_on_a_large_problem():
+    buffers = read_csv(DATA / "idealloc" / "iopddl" / "Y_1.csv")  # 62,185 buffers
+    # unbounded, the greedy planners and the bottom-up placement take 8 s or more
+    result = plan(buffers, time_limit=1.0)
+    assert result.seconds < 2.5, result.seconds  # the rest: reading columns, the check
+    check(buffers, result)
+    stacked = plan(buffers, time_limit=0.0)
+    assert stacked.algorithm == "auto:stacked" and stacked.seconds < 1.5
+    check(buffers, stacked)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "iopddl/G_1",
+        "somas_tensors/resnet50",
+        "somas_tensors/pangu_2.6B",
+        pytest.param("iopddl/S_1", marks=pytest.mark.slow),
+        pytest.param("iopddl/Y_1", marks=pytest.mark.slow),
+    ],
+)
+def test_idealloc_instances_within_one_percent_of_the_bound(name):
+    buffers = read_csv(DATA / "idealloc" / f"{name}.csv")
+    result = plan(buffers, time_limit=30)
+    assert result.ratio <= 1.01 and result.seconds < 30

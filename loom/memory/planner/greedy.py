@@ -3,6 +3,7 @@ the lowest offset where it clears the buffers placed before it that it meets in 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,27 +24,35 @@ def conflict_counts(arrays: native.Arrays) -> np.ndarray:
     return began - ended - live.astype(np.int64)
 
 
-def _place(buffers: Sequence[Buffer], arrays: native.Arrays, keys: list[tuple]) -> list[int]:
-    """First fit in the order of `keys` (ascending), pinned buffers first."""
+def _place(
+    buffers: Sequence[Buffer], arrays: native.Arrays, keys: list[tuple], seconds: float
+) -> list[int] | None:
+    """First fit in the order of `keys` (ascending), pinned buffers first; None when `seconds`
+    run out first."""
     pinned = [i for i, b in enumerate(buffers) if b.offset is not None]
     free = sorted((i for i, b in enumerate(buffers) if b.offset is None), key=keys.__getitem__)
-    return [int(o) for o in native.first_fit(arrays, pinned + free)]
+    offsets = native.first_fit(arrays, pinned + free, seconds)
+    return None if offsets is None else [int(o) for o in offsets]
 
 
-def greedy_by_size(buffers: Sequence[Buffer], arrays: native.Arrays) -> list[int]:
+def greedy_by_size(
+    buffers: Sequence[Buffer], arrays: native.Arrays, seconds: float = math.inf
+) -> list[int] | None:
     """Largest first; ties go to the buffer with more conflicts, then to the larger name (as
-    TVM's greedy_by_size orders them)."""
+    TVM's greedy_by_size orders them). None when `seconds` run out first."""
     conflicts = conflict_counts(arrays)
     keys = [(-b.size, -int(c), _descending(b.name)) for b, c in zip(buffers, conflicts)]
-    return _place(buffers, arrays, keys)
+    return _place(buffers, arrays, keys, seconds)
 
 
-def greedy_by_conflicts(buffers: Sequence[Buffer], arrays: native.Arrays) -> list[int]:
+def greedy_by_conflicts(
+    buffers: Sequence[Buffer], arrays: native.Arrays, seconds: float = math.inf
+) -> list[int] | None:
     """Most conflicts first; ties go to the larger buffer, then to the larger name (as TVM's
-    greedy_by_conflicts orders them)."""
+    greedy_by_conflicts orders them). None when `seconds` run out first."""
     conflicts = conflict_counts(arrays)
     keys = [(-int(c), -b.size, _descending(b.name)) for b, c in zip(buffers, conflicts)]
-    return _place(buffers, arrays, keys)
+    return _place(buffers, arrays, keys, seconds)
 
 
 class _descending(str):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import functools
+import math
 import pathlib
 from collections.abc import Sequence
 
@@ -34,8 +35,11 @@ class Outcome(enum.IntEnum):
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(build_library("libloom_planner", [_SOURCE], ["-O2"])))
     n, i64 = ctypes.c_int, ctypes.c_int64
-    lib.loom_planner_first_fit.argtypes = [n, _I64, _I64, _I64, _I64, _I64, _I32, _I64]
+    seconds = ctypes.c_double
+    lib.loom_planner_first_fit.argtypes = [n, _I64, _I64, _I64, _I64, _I64, _I32, _I64, seconds]
     lib.loom_planner_first_fit.restype = i64
+    lib.loom_planner_bottom_up.argtypes = [n, _I64, _I64, _I64, _I64, _I64, _I64, _I64, seconds]
+    lib.loom_planner_bottom_up.restype = i64
     lib.loom_planner_decide.argtypes = [
         *(n, _I64, _I64, _I64, _I64, _I64),
         i64,
@@ -65,13 +69,39 @@ class Arrays:
         return (self.n, self.size, self.start, self.end, self.align, self.pinned)
 
 
-def first_fit(arrays: Arrays, order: Sequence[int]) -> np.ndarray:
-    """Offsets placing buffers in `order` (pinned ones first), each at its lowest fit."""
+_NO_MEMORY, _TIMED_OUT = -1, -2  # what the placements return instead of a peak
+
+
+def first_fit(arrays: Arrays, order: Sequence[int], seconds: float = math.inf) -> np.ndarray | None:
+    """Offsets placing buffers in `order` (pinned ones first), each at its lowest fit; None
+    when `seconds` run out first."""
     offsets = np.zeros(arrays.n, dtype=np.int64)
     order_array = np.ascontiguousarray(order, dtype=np.int32)
-    if library().loom_planner_first_fit(*arrays.columns(), order_array, offsets) < 0:
-        raise LoomError("memory planner: out of memory in first fit")
-    return offsets
+    peak = library().loom_planner_first_fit(
+        *arrays.columns(), order_array, offsets, _seconds(seconds)
+    )
+    return _placed(peak, offsets, "first fit")
+
+
+def bottom_up(arrays: Arrays, rank: np.ndarray, seconds: float = math.inf) -> np.ndarray | None:
+    """Offsets placing the free buffers bottom-up: the one that can sit lowest next, the lower
+    `rank` first among equals (planner.c, loom_planner_bottom_up); None when `seconds` run out
+    first."""
+    offsets = np.zeros(arrays.n, dtype=np.int64)
+    rank = np.ascontiguousarray(rank, dtype=np.int64)
+    peak = library().loom_planner_bottom_up(*arrays.columns(), rank, offsets, _seconds(seconds))
+    return _placed(peak, offsets, "bottom-up placement")
+
+
+def _seconds(seconds: float) -> float:
+    """A time limit for C: at least 0, and finite (a year stands for no limit)."""
+    return min(max(seconds, 0.0), 3.15e7)
+
+
+def _placed(peak: int, offsets: np.ndarray, what: str) -> np.ndarray | None:
+    if peak == _NO_MEMORY:
+        raise LoomError(f"memory planner: out of memory in {what}")
+    return None if peak == _TIMED_OUT else offsets
 
 
 def decide(

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Sequence
 
 from loom.errors import LoomError
-from loom.memory.planner import native, search
+from loom.memory.planner import bottom_up, native, search
 from loom.memory.planner.bounds import lower_bound
 from loom.memory.planner.buffer import Buffer, Plan, peak_of, validate
 from loom.memory.planner.checker import check
 from loom.memory.planner.greedy import GREEDY
 
-ALGORITHMS = ("auto", *GREEDY, "search")
+ALGORITHMS = ("auto", *GREEDY, "bottom_up", "search")
 
 
 def plan(
@@ -25,12 +26,18 @@ def plan(
 
     Without `capacity` the peak is minimized; with it, the goal is a plan within it (`fits`
     says whether one was found). "greedy_by_size" and "greedy_by_conflicts" are TVM USMP's
-    greedy planners; "search" is an exact branch-and-bound (canonical packings, MiniMalloc
-    style) that returns the best plan found within `time_limit` seconds (default
-    search.DEFAULT_TIME_LIMIT) and whether it is proven optimal; "auto" runs both greedy
-    planners and searches only when neither fits or reaches the lower bound. A problem with
-    more than search.MAX_PAIRS pairs of buffers alive together is not searched: it keeps the
-    better greedy plan, and `algorithm` names that planner."""
+    greedy planners; "bottom_up" places the buffers in the search's canonical order without
+    backtracking, under several ranks in turn within `time_limit` (the first always
+    finishes), and keeps the best; "search" is an exact branch-and-bound (canonical packings,
+    MiniMalloc style) that returns the best plan found within `time_limit` seconds (default
+    search.DEFAULT_TIME_LIMIT) and whether it is proven optimal. "auto" runs both greedy
+    planners, then, while the plan neither fits nor reaches the lower bound, the bottom-up
+    placement and the search; it keeps to `time_limit` throughout (past it come only the
+    preparation and the final check, n log n in the buffers), falling back to buffers stacked
+    one above the other if not even greedy_by_size finishes in time. A problem with more than
+    search.MAX_PAIRS pairs of buffers alive together is not searched, nor by "auto" one of more
+    than search.AUTO_MAX_BUFFERS buffers: it keeps the better plan, and `algorithm` names that
+    planner."""
     started = time.perf_counter()
     buffers = validate(buffers)
     if algorithm not in ALGORITHMS:
@@ -46,11 +53,10 @@ def plan(
     if algorithm in GREEDY:
         offsets = GREEDY[algorithm](buffers, arrays)
         result, name = search.Best(offsets, peak_of(buffers, offsets), bound), algorithm
+    elif algorithm == "bottom_up":
+        result, name = _bottom_up(buffers, arrays, None, bound, capacity, deadline), algorithm
     else:
-        result, name = _best_greedy(buffers, arrays, bound)
-        wanted = algorithm == "search" or not _good_enough(result, capacity)
-        if wanted and search.searchable(arrays):
-            result, name = _search(buffers, arrays, result, capacity, deadline), "search"
+        result, name = _improved(buffers, arrays, bound, capacity, algorithm, deadline)
         if algorithm == "auto":
             name = f"auto:{name}"
     done = Plan(
@@ -66,16 +72,85 @@ def plan(
     return done
 
 
-def _best_greedy(
-    buffers: Sequence[Buffer], arrays: native.Arrays, bound: int
+def _improved(
+    buffers: Sequence[Buffer],
+    arrays: native.Arrays,
+    bound: int,
+    capacity: int | None,
+    algorithm: str,
+    deadline: float,
 ) -> tuple[search.Best, str]:
-    """The lower-peak plan of the greedy planners, and its planner's name."""
+    """For "auto" and "search": the greedy planners, then while the plan is not good enough
+    the bottom-up placement and the search. Only "auto" holds the greedy planners to the
+    deadline (the search's time limit has always been the search's own)."""
+    greedy_deadline = deadline if algorithm == "auto" else math.inf
+    result, name = _best_greedy(buffers, arrays, bound, greedy_deadline)
+    if not _good_enough(result, capacity):
+        improved = _bottom_up(buffers, arrays, result, bound, capacity, deadline)
+        if improved.peak < result.peak:
+            result, name = improved, "bottom_up"
+    wanted = algorithm == "search" or not _good_enough(result, capacity)
+    small = algorithm == "search" or arrays.n <= search.AUTO_MAX_BUFFERS
+    if wanted and small and search.searchable(arrays):
+        result, name = _search(buffers, arrays, result, capacity, deadline), "search"
+    return result, name
+
+
+def _best_greedy(
+    buffers: Sequence[Buffer], arrays: native.Arrays, bound: int, deadline: float
+) -> tuple[search.Best, str]:
+    """The lower-peak plan of the greedy planners that finish by `deadline`, and its planner's
+    name; buffers stacked one above the other ("stacked") if none does."""
     results = []
     for name, place in GREEDY.items():
-        offsets = place(buffers, arrays)
+        offsets = place(buffers, arrays, deadline - time.perf_counter())
+        if offsets is None:
+            break
         results.append((peak_of(buffers, offsets), name, offsets))
+    if not results:
+        offsets = _stacked(buffers)
+        results.append((peak_of(buffers, offsets), "stacked", offsets))
     peak, name, offsets = min(results, key=lambda r: r[0])
     return search.Best(offsets, peak, bound), name
+
+
+def _stacked(buffers: Sequence[Buffer]) -> list[int]:
+    """Free buffers one above the other, above the pinned ones: a plan made in linear time."""
+    top = max((b.offset + b.size for b in buffers if b.offset is not None), default=0)
+    offsets = []
+    for b in buffers:
+        if b.offset is not None:
+            offsets.append(b.offset)
+            continue
+        at = -(-top // b.alignment) * b.alignment
+        offsets.append(at)
+        top = at + b.size
+    return offsets
+
+
+def _bottom_up(
+    buffers: Sequence[Buffer],
+    arrays: native.Arrays,
+    best: search.Best | None,
+    bound: int,
+    capacity: int | None,
+    deadline: float,
+) -> search.Best:
+    """The better of `best` and the bottom-up placement found by `deadline` (its first rank
+    given as long as it takes when there is no `best`)."""
+    enough = bound if capacity is None else max(bound, capacity)
+    ranks = tuple(bottom_up.RANKS)
+    if best is None:
+        offsets = native.bottom_up(arrays, bottom_up.rank_of(bottom_up.RANKS[ranks[0]](arrays)))
+        offsets = search.complete(buffers, offsets)
+        best = search.Best(offsets, peak_of(buffers, offsets), bound)
+        ranks = ranks[1:]
+    if best.peak <= enough:
+        return best
+    found = bottom_up.place(arrays, deadline, enough, ranks)
+    if found is None or found[1] >= best.peak:
+        return best
+    return search.Best(search.complete(buffers, found[0]), found[1], best.proven)
 
 
 def _good_enough(best: search.Best, capacity: int | None) -> bool:

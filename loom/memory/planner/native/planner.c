@@ -1,4 +1,5 @@
-/* loom's static memory planner: the greedy first-fit placement and the exact search.
+/* loom's static memory planner: the greedy first-fit placement (TVM's planners), the greedy
+ * bottom-up placement (the search's order without backtracking) and the exact search.
  *
  * The search decides whether the free buffers fit under a capacity. It builds "canonical"
  * solutions (MiniMalloc, Moffitt, ASPLOS 2023): buffers are placed in nondecreasing order of
@@ -33,6 +34,11 @@ enum { PREORDERS = 6 }; /* three sort keys, each with and without ranking pieces
 
 static i64 align_up(i64 x, i64 a) { return (x + a - 1) / a * a; }
 
+static int cmp_i64(const void *a, const void *b) {
+    i64 x = *(const i64 *)a, y = *(const i64 *)b;
+    return (x > y) - (x < y);
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -44,16 +50,22 @@ static double now_seconds(void) {
 /* Places buffers in `order`, each at the lowest offset clear of those placed before it that
    it meets in time. A pinned buffer (pinned[i] >= 0) keeps its offset; pinned buffers must come
    first in `order`. The placed buffers are kept sorted by offset, so the walk for a fit sees
-   them bottom-up and stops at the first gap large enough. Returns the peak, or -1 without
-   memory. */
+   them bottom-up and stops at the first gap large enough. Returns the peak, -1 without
+   memory or -2 when `seconds` ran out first. */
 i64 loom_planner_first_fit(int n, const i64 *size, const i64 *start, const i64 *end,
                            const i64 *align, const i64 *pinned, const int32_t *order,
-                           i64 *offset) {
+                           i64 *offset, double seconds) {
     int *by_offset = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (!by_offset) return -1;
+    double deadline = now_seconds() + seconds;
     int placed = 0;
     i64 peak = 0;
     for (int k = 0; k < n; k++) {
+        /* a placement walks all placed buffers: on large problems look at the clock often */
+        if ((k & 63) == 63 && now_seconds() > deadline) {
+            free(by_offset);
+            return -2;
+        }
         int b = order[k];
         if (pinned[b] >= 0) {
             offset[b] = pinned[b];
@@ -81,6 +93,190 @@ i64 loom_planner_first_fit(int n, const i64 *size, const i64 *start, const i64 *
         placed++;
     }
     free(by_offset);
+    return peak;
+}
+
+/* ---------------------------------------------------------------- greedy bottom-up */
+
+/* The canonical order of the search without backtracking: again and again, of the unplaced
+   buffers the one that can sit lowest (ties: the lowest rank) is placed there. Buffers placed
+   so far form a skyline over time, the highest top alive at each moment; a buffer can sit no
+   lower than the skyline's maximum over its lifetime, and placing it there raises the skyline
+   over its lifetime to its top (everything under it is then used or lost). A segment tree over
+   the moments answers the maximum and does the raise; a heap keyed by (lowest offset, rank)
+   holds the unplaced buffers, and a key gone stale (the skyline rose) is refreshed when popped:
+   keys only go up, so the first fresh key popped is the least. Pinned buffers are not in the
+   skyline: a buffer's offset is moved up past those it meets, as in the search. */
+
+typedef struct { i64 key; i64 rank; int b; } waiting;
+
+static int comes_before(waiting x, waiting y) {
+    return x.key < y.key || (x.key == y.key && x.rank < y.rank);
+}
+
+static void heap_push(waiting *heap, int *len, waiting x) {
+    int i = (*len)++;
+    while (i > 0 && comes_before(x, heap[(i - 1) / 2])) {
+        heap[i] = heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    heap[i] = x;
+}
+
+static waiting heap_pop(waiting *heap, int *len) {
+    waiting top = heap[0], x = heap[--(*len)];
+    int i = 0, n = *len;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && comes_before(heap[c + 1], heap[c])) c++;
+        if (!comes_before(heap[c], x)) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    heap[i] = x;
+    return top;
+}
+
+/* The skyline over moments [0, n) (n a power of two): a tree of maxima, bottom-up. A raise
+   sets `top` on the O(log n) nodes covering its range, and a node's `max` counts the tops set
+   inside it; a moment's height is the highest top set on its leaf or an ancestor. Raises only
+   go up, so they never need pushing down. */
+typedef struct { int n; i64 *max, *top; } skyline;
+
+static inline i64 max_i64(i64 a, i64 b) { return a > b ? a : b; }
+
+static void sky_cover(skyline *t, int node, i64 v) {
+    t->max[node] = max_i64(t->max[node], v);
+    t->top[node] = max_i64(t->top[node], v);
+}
+
+static void sky_raise(skyline *t, int lo, int hi, i64 v) {
+    for (int a = lo + t->n, b = hi + t->n; a < b; a >>= 1, b >>= 1) {
+        if (a & 1) sky_cover(t, a++, v);
+        if (b & 1) sky_cover(t, --b, v);
+    }
+    /* the nodes set are all below the ancestors of the first and the last moment */
+    for (int i = (lo + t->n) >> 1; i; i >>= 1) t->max[i] = max_i64(t->max[i], v);
+    for (int i = (hi - 1 + t->n) >> 1; i; i >>= 1) t->max[i] = max_i64(t->max[i], v);
+}
+
+static i64 sky_max(const skyline *t, int lo, int hi) {
+    i64 most = 0;
+    for (int a = lo + t->n, b = hi + t->n; a < b; a >>= 1, b >>= 1) {
+        if (a & 1) most = max_i64(most, t->max[a++]);
+        if (b & 1) most = max_i64(most, t->max[--b]);
+    }
+    /* a top set above the covering nodes: on an ancestor of the first or the last moment */
+    for (int i = (lo + t->n) >> 1; i; i >>= 1) most = max_i64(most, t->top[i]);
+    for (int i = (hi - 1 + t->n) >> 1; i; i >>= 1) most = max_i64(most, t->top[i]);
+    return most;
+}
+
+/* The index of `x` in the sorted distinct `times[0, count)`. */
+static int time_index(const i64 *times, int count, i64 x) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (times[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* The lowest aligned offset >= base where free buffer b clears the pinned buffers it meets in
+   time (`pins`: the nonempty pinned buffers). */
+static i64 above_pinned(int b, i64 base, const i64 *size, const i64 *start, const i64 *end,
+                        const i64 *align, const i64 *pinned, const int *pins, int npins) {
+    i64 at = align_up(base, align[b]);
+    int moved = 1;
+    while (moved) {
+        moved = 0;
+        for (int k = 0; k < npins; k++) {
+            int p = pins[k];
+            if (!(start[p] < end[b] && start[b] < end[p])) continue;
+            if (at < pinned[p] + size[p] && pinned[p] < at + size[b]) {
+                at = align_up(pinned[p] + size[p], align[b]);
+                moved = 1;
+            }
+        }
+    }
+    return at;
+}
+
+/* Places the free buffers bottom-up (lower `rank` first among equally low ones); pinned
+   buffers keep their offset, empty ones go to 0. Returns the peak, -1 without memory or -2
+   when `seconds` ran out first. */
+i64 loom_planner_bottom_up(int n, const i64 *size, const i64 *start, const i64 *end,
+                           const i64 *align, const i64 *pinned, const i64 *rank, i64 *offset,
+                           double seconds) {
+    double deadline = now_seconds() + seconds;
+    size_t nn = (size_t)n + 1;
+    i64 *times = malloc(sizeof(i64) * 2 * nn);
+    int *lo = malloc(sizeof(int) * nn), *hi = malloc(sizeof(int) * nn);
+    int *pins = malloc(sizeof(int) * nn);
+    waiting *heap = malloc(sizeof(waiting) * nn);
+    skyline sky = {1, NULL, NULL};
+    i64 peak = -1;
+    if (!times || !lo || !hi || !pins || !heap) goto done;
+    int count = 0, npins = 0;
+    for (int b = 0; b < n; b++) {
+        offset[b] = pinned[b] >= 0 ? pinned[b] : 0;
+        if (size[b] == 0) continue;
+        if (pinned[b] >= 0) {
+            pins[npins++] = b;
+            continue;
+        }
+        times[count++] = start[b];
+        times[count++] = end[b];
+    }
+    qsort(times, (size_t)count, sizeof(i64), cmp_i64);
+    int distinct = 0;
+    for (int k = 0; k < count; k++)
+        if (distinct == 0 || times[k] != times[distinct - 1]) times[distinct++] = times[k];
+    sky.n = 1;
+    while (sky.n < distinct - 1) sky.n *= 2;
+    sky.max = calloc(2 * (size_t)sky.n, sizeof(i64));
+    sky.top = calloc(2 * (size_t)sky.n, sizeof(i64));
+    if (!sky.max || !sky.top) goto done;
+    int len = 0;
+    peak = 0;
+    for (int b = 0; b < n; b++) {
+        if (size[b] > 0 && pinned[b] < 0) {
+            lo[b] = time_index(times, distinct, start[b]);
+            hi[b] = time_index(times, distinct, end[b]);
+            heap_push(heap, &len, (waiting){0, rank[b], b});
+        } else if (offset[b] + size[b] > peak) {
+            peak = offset[b] + size[b];
+        }
+    }
+    long long pops = 0;
+    while (len > 0) {
+        if ((++pops & 1023) == 0 && now_seconds() > deadline) {
+            peak = -2;
+            break;
+        }
+        waiting x = heap_pop(heap, &len);
+        int b = x.b;
+        i64 at = sky_max(&sky, lo[b], hi[b]);
+        at = npins ? above_pinned(b, at, size, start, end, align, pinned, pins, npins)
+                   : align_up(at, align[b]);
+        if (at > x.key) {
+            x.key = at;
+            heap_push(heap, &len, x);
+            continue;
+        }
+        offset[b] = at;
+        sky_raise(&sky, lo[b], hi[b], at + size[b]);
+        if (at + size[b] > peak) peak = at + size[b];
+    }
+done:
+    free(times);
+    free(lo);
+    free(hi);
+    free(pins);
+    free(heap);
+    free(sky.max);
+    free(sky.top);
     return peak;
 }
 
@@ -156,11 +352,6 @@ static i64 clear_of_pinned(const search *s, int b, i64 base) {
         }
     }
     return at;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    i64 x = *(const i64 *)a, y = *(const i64 *)b;
-    return (x > y) - (x < y);
 }
 
 /* Sections: the stretches between consecutive distinct start/end times of free buffers. */
@@ -590,7 +781,8 @@ static void free_search(search *s) {
     free(s->sec_lo); free(s->sec_hi); free(s->ov_at); free(s->ov); free(s->pv_at);
     free(s->pv); free(s->sm_at); free(s->sm); free(s->sec_sum0); free(s->rank);
     free(s->offset); free(s->min_offset); free(s->floor); free(s->total); free(s->cuts);
-    free(s->pos); free(s->witness); free(s->cand); free(s->offsets_trail.data); free(s->floors_trail.data);
+    free(s->pos); free(s->witness); free(s->cand);
+    free(s->offsets_trail.data); free(s->floors_trail.data);
 }
 
 /* Decides whether the free buffers (pinned[i] < 0, size > 0) fit in [0, capacity) around the
