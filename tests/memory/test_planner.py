@@ -2,6 +2,7 @@
 bottom-up placement and the exact search, on the benchmark instances (bench/memplan_data),
 random small ones checked against an exhaustive search, and generated ones that pack exactly."""
 
+import csv
 import dataclasses
 import pathlib
 import random
@@ -9,7 +10,7 @@ import random
 import pytest
 
 from loom import LoomError
-from loom.memory.planner import Buffer, Plan, check, lower_bound, plan, read_csv
+from loom.memory.planner import Buffer, Plan, check, lower_bound, plan, read_csv, usmp
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "bench" / "memplan_data"
 SMALL = sorted(DATA.glob("small/*.csv"))
@@ -157,13 +158,24 @@ def test_challenging_instances_fit_with_search(name):
     check(buffers, result, CAPACITY)
 
 
+def test_auto_fits_every_challenging_instance_within_a_second():
+    # the compiler calls plan(..., "auto", time_limit=1.0); E was the slowest, ~0.2 s now
+    for path in sorted(DATA.glob("challenging/*.csv")):
+        buffers = read_csv(path)
+        result = plan(buffers, capacity=CAPACITY, algorithm="auto", time_limit=1.0)
+        assert result.fits, path.name
+
+
 def test_search_proves_c_optimal_at_its_lower_bound():
     buffers = read_csv(DATA / "challenging" / f"C.{CAPACITY}.csv")
     result = plan(buffers, algorithm="search", time_limit=20)
     assert result.peak == result.lower_bound == 1039360 and result.optimal
 
 
-@pytest.mark.parametrize("algorithm", ["greedy_by_size", "greedy_by_conflicts"])
+GREEDY = ["greedy_by_size", "greedy_by_conflicts", "first_fit_by_size", "first_fit_by_conflicts"]
+
+
+@pytest.mark.parametrize("algorithm", GREEDY)
 def test_greedy_plans_are_valid_and_above_the_bound(algorithm):
     for path in [*SMALL, *sorted(DATA.glob("challenging/*.csv"))]:
         buffers = read_csv(path)
@@ -175,10 +187,140 @@ def test_greedy_plans_are_valid_and_above_the_bound(algorithm):
 
 
 def test_greedy_orders_follow_tvm():
-    # by size, the largest goes lowest; by conflicts, the most conflicted does
+    # by size, the largest goes lowest; by conflicts, the most conflicted does. TVM puts x
+    # above hub, the highest end it meets; first fit puts it into the gap below hub
     buffers = [Buffer("big", 10, 0, 1), Buffer("hub", 2, 0, 4), Buffer("x", 1, 1, 4)]
-    assert plan(buffers, algorithm="greedy_by_size").offsets == {"big": 0, "hub": 10, "x": 0}
-    assert plan(buffers, algorithm="greedy_by_conflicts").offsets == {"hub": 0, "big": 2, "x": 2}
+    assert plan(buffers, algorithm="greedy_by_size").offsets == {"big": 0, "hub": 10, "x": 12}
+    assert plan(buffers, algorithm="first_fit_by_size").offsets == {"big": 0, "hub": 10, "x": 0}
+    by_conflicts = {"hub": 0, "big": 2, "x": 2}
+    assert plan(buffers, algorithm="greedy_by_conflicts").offsets == by_conflicts
+    assert plan(buffers, algorithm="first_fit_by_conflicts").offsets == by_conflicts
+
+
+def test_tvm_greedy_rounds_to_the_conflicting_and_to_the_own_alignment():
+    # a ends at 3, rounded up to a's alignment 8 (TVM's rule); first fit puts b right at 3.
+    # c meets only b, which ends at 10 with alignment 1; c's own alignment 4 makes that 12
+    buffers = [
+        Buffer("a", 3, 0, 2, alignment=8),
+        Buffer("b", 2, 1, 4),
+        Buffer("c", 1, 3, 5, alignment=4),
+    ]
+    assert plan(buffers, algorithm="greedy_by_size").offsets == {"a": 0, "b": 8, "c": 12}
+    assert plan(buffers, algorithm="first_fit_by_size").offsets == {"a": 0, "b": 3, "c": 0}
+
+
+def test_tvm_greedy_places_pinned_buffers_first_and_stays_above_them():
+    buffers = [Buffer("p", 4, 0, 4, offset=8), Buffer("a", 6, 0, 2), Buffer("b", 2, 3, 6)]
+    assert plan(buffers, algorithm="greedy_by_size").offsets == {"p": 8, "a": 12, "b": 12}
+    assert plan(buffers, algorithm="first_fit_by_size").offsets == {"p": 8, "a": 0, "b": 0}
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("challenging/*.csv")), ids=lambda p: p.name)
+def test_tvm_greedy_reaches_the_reference_ratios(path):
+    with open(DATA / "reference_results.csv", newline="") as f:
+        reference = {row["instance"]: row for row in csv.DictReader(f)}[path.name[0]]
+    buffers = read_csv(path)
+    for algorithm, column in [
+        ("greedy_by_size", "tvm_gbs_over_LB"),
+        ("greedy_by_conflicts", "tvm_gbc_over_LB"),
+    ]:
+        assert f"{plan(buffers, algorithm=algorithm).ratio:.4f}" == reference[column]
+
+
+def test_auto_starts_from_first_fit_not_tvm():
+    buffers = read_csv(DATA / "challenging" / f"J.{CAPACITY}.csv")
+    first_fit = plan(buffers, algorithm="first_fit_by_size").peak
+    assert first_fit < plan(buffers, algorithm="greedy_by_size").peak
+    assert plan(buffers, time_limit=1.0).peak <= first_fit
+
+
+# ------------------------------------------------------------------ TVM's multi-pool planner
+
+
+USMP_CASES = sorted(DATA.glob("usmp/*.json"))
+
+
+@pytest.mark.parametrize("path", USMP_CASES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("algorithm", usmp.ALGORITHMS)
+def test_usmp_cases_reach_the_pool_sizes_of_tvm_tests(path, algorithm):
+    case = usmp.read_usmp_case(path)
+    placed = usmp.usmp_greedy(case.buffers, case.conflicts, case.pools, algorithm)
+    assert usmp.pool_sizes(case.buffers, placed) == case.expected[algorithm]
+    sizes = {b.name: b.size for b in case.buffers}
+    for a, others in case.conflicts.items():  # conflicting buffers in one pool never overlap
+        for b in others:
+            pa, pb = placed[a], placed[b]
+            if pa.pool == pb.pool:
+                assert pa.offset + sizes[a] <= pb.offset or pb.offset + sizes[b] <= pa.offset
+
+
+def test_usmp_pool_selection_follows_the_size_hints():
+    pools = [usmp.Pool("fast", 100), usmp.Pool("slow")]
+    buffers = [
+        usmp.PoolBuffer("a", 60, ("fast", "slow"), 16),
+        usmp.PoolBuffer("b", 50, ("fast", "slow"), 16),  # above a (at 64) it would pass 100
+        usmp.PoolBuffer("c", 30, ("fast", "slow"), 16),  # meets only b, in slow: fast at 0
+        usmp.PoolBuffer("d", 120, ("fast", "slow"), 16),  # never fits fast at 0
+    ]
+    conflicts = usmp.conflict_lists([("a", "b"), ("b", "c")])
+    placed = usmp.usmp_greedy(buffers, conflicts, pools, "greedy_by_size")
+    assert placed == {
+        "d": usmp.Allocation("slow", 0),
+        "a": usmp.Allocation("fast", 0),
+        "b": usmp.Allocation("slow", 0),
+        "c": usmp.Allocation("fast", 0),
+    }
+    with pytest.raises(LoomError, match=r"buffer 'd' .* fits in none of its pools fast"):
+        usmp.usmp_greedy([usmp.PoolBuffer("d", 120, ("fast",))], {}, pools)
+    with pytest.raises(LoomError, match="unknown pool"):
+        usmp.usmp_greedy([usmp.PoolBuffer("e", 1, ("nvm",))], {}, pools)
+    with pytest.raises(LoomError, match=r"conflicts of 'a': unknown buffer\(s\) zz"):
+        usmp.usmp_greedy(buffers, {"a": ["b", "zz"]}, pools)
+
+
+def test_usmp_greedy_brings_a_dropped_pool_back_as_tvm_does():
+    # x and y (placed first: most conflicts) share fast at 0, apart in time. b meets both:
+    # above x it would pass fast's hint, so x drops fast; then y, ending at 16, puts it back
+    # (TVM's operator[] inserts it) and b lands at 16, over x. In the other order x drops it last
+    pools = [usmp.Pool("fast", 100), usmp.Pool("slow")]
+    both = ("fast", "slow")
+    buffers = [
+        usmp.PoolBuffer("x", 60, both, 16),
+        usmp.PoolBuffer("y", 16, both, 16),
+        usmp.PoolBuffer("b", 50, both, 16),
+        *(usmp.PoolBuffer(f"d{k}", 1, ("slow",), 16) for k in range(4)),
+    ]
+    lists = {"x": ["b", "d0", "d1"], "y": ["b", "d2", "d3"], "b": ["x", "y"]}
+    lists |= {"d0": ["x"], "d1": ["x"], "d2": ["y"], "d3": ["y"]}
+    placed = usmp.usmp_greedy(buffers, lists, pools, "greedy_by_conflicts")
+    assert placed["x"] == placed["y"] == usmp.Allocation("fast", 0)
+    assert placed["b"] == usmp.Allocation("fast", 16)
+    lists["b"] = ["y", "x"]
+    placed = usmp.usmp_greedy(buffers, lists, pools, "greedy_by_conflicts")
+    assert placed["b"] == usmp.Allocation("slow", 0)
+
+
+def test_usmp_greedy_on_lifetimes_is_the_planners_tvm_greedy():
+    # on one unbounded pool with one alignment, the conflict graph of lifetimes gives the
+    # offsets of plan()'s TVM planners
+    rng = random.Random(5)
+    for _ in range(100):
+        alignment = rng.choice([1, 4, 16])
+        buffers = [
+            dataclasses.replace(b, alignment=alignment)
+            for b in _random_buffers(rng, rng.randint(1, 12))
+        ]
+        pooled = [usmp.PoolBuffer(b.name, b.size, ("pool",), alignment) for b in buffers]
+        conflicts = usmp.conflict_lists(
+            (a.name, b.name)
+            for i, a in enumerate(buffers)
+            for b in buffers[:i]
+            if a.overlaps_in_time(b)
+        )
+        for algorithm in usmp.ALGORITHMS:
+            placed = usmp.usmp_greedy(pooled, conflicts, [usmp.Pool("pool")], algorithm)
+            offsets = {name: where.offset for name, where in placed.items()}
+            assert plan(buffers, algorithm=algorithm).offsets == offsets, buffers
 
 
 def test_pinned_zero_size_and_aligned_buffers_in_every_algorithm():
@@ -324,7 +466,7 @@ def test_too_large_a_problem_keeps_the_greedy_plan(monkeypatch):
     monkeypatch.setattr(search, "MAX_PAIRS", 0)
     buffers = [Buffer("a", 4, 0, 2), Buffer("b", 4, 1, 3), Buffer("c", 2, 2, 4)]
     result = plan(buffers, algorithm="search")
-    assert result.algorithm in ("greedy_by_size", "greedy_by_conflicts")
+    assert result.algorithm in ("first_fit_by_size", "first_fit_by_conflicts")
     check(buffers, result)
 
 
@@ -357,8 +499,8 @@ def _area(box):
 def test_bottom_up_reaches_the_bound_where_greedy_does_not():
     buffers = _tiled(random.Random(0), 64, 16, 30)
     assert lower_bound(buffers) == 64
-    assert plan(buffers, algorithm="greedy_by_size").peak == 90
-    assert plan(buffers, algorithm="greedy_by_conflicts").peak == 99
+    assert plan(buffers, algorithm="first_fit_by_size").peak == 90
+    assert plan(buffers, algorithm="first_fit_by_conflicts").peak == 99
     result = plan(buffers, algorithm="bottom_up")
     assert result.peak == 64 and result.optimal and result.algorithm == "bottom_up"
     auto = plan(buffers, time_limit=1.0)
@@ -370,7 +512,7 @@ def test_bottom_up_on_tiled_instances_is_valid_and_often_exact():
     for seed in range(60):
         buffers = _tiled(random.Random(seed), 64, 16, 30)
         greedy = min(
-            plan(buffers, algorithm=a).peak for a in ("greedy_by_size", "greedy_by_conflicts")
+            plan(buffers, algorithm=a).peak for a in ("first_fit_by_size", "first_fit_by_conflicts")
         )
         result = plan(buffers, algorithm="bottom_up")  # plan() checks it
         assert result.peak >= 64

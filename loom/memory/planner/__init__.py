@@ -5,11 +5,13 @@ never share a byte, within the least memory (the peak) or a given capacity.
     p = plan([Buffer("a", 64, 0, 2), Buffer("b", 32, 1, 3, alignment=16)])
     p.offsets, p.peak, p.lower_bound, p.optimal
 
-Algorithms: TVM USMP's greedy_by_size and greedy_by_conflicts; bottom_up, the exact search's
-canonical order without backtracking (bottom_up.py), within 1 % of the lower bound on large
-real problems where the greedy planners are 3 % above it; and an exact search over canonical
+Algorithms: TVM USMP's greedy_by_size and greedy_by_conflicts (faithful baselines) and their
+first-fit variants, which fill gaps (greedy.py); bottom_up, the exact search's canonical order
+without backtracking (bottom_up.py), within 1 % of the lower bound on large real problems where
+the first-fit planners are 3 % above it; and an exact search over canonical
 packings (after MiniMalloc, Moffitt, ASPLOS 2023). All run in C (native/planner.c), built on
 first use with the system compiler. `check` verifies any plan independently of them.
+usmp.py reproduces TVM's multi-pool greedy planners on a conflict graph (TVM's unit tests).
 """
 
 from loom.memory.planner.bounds import lower_bound

@@ -38,6 +38,8 @@ def library() -> ctypes.CDLL:
     seconds = ctypes.c_double
     lib.loom_planner_first_fit.argtypes = [n, _I64, _I64, _I64, _I64, _I64, _I32, _I64, seconds]
     lib.loom_planner_first_fit.restype = i64
+    lib.loom_planner_tvm_greedy.argtypes = lib.loom_planner_first_fit.argtypes
+    lib.loom_planner_tvm_greedy.restype = i64
     lib.loom_planner_bottom_up.argtypes = [n, _I64, _I64, _I64, _I64, _I64, _I64, _I64, seconds]
     lib.loom_planner_bottom_up.restype = i64
     lib.loom_planner_decide.argtypes = [
@@ -81,6 +83,20 @@ def first_fit(arrays: Arrays, order: Sequence[int], seconds: float = math.inf) -
         *arrays.columns(), order_array, offsets, _seconds(seconds)
     )
     return _placed(peak, offsets, "first fit")
+
+
+def tvm_greedy(
+    arrays: Arrays, order: Sequence[int], seconds: float = math.inf
+) -> np.ndarray | None:
+    """Offsets placing buffers in `order` (pinned ones first) by TVM USMP's rule: each at the
+    highest aligned end of the earlier buffers it meets in time, gaps below left unfilled
+    (planner.c, loom_planner_tvm_greedy); None when `seconds` run out first."""
+    offsets = np.zeros(arrays.n, dtype=np.int64)
+    order_array = np.ascontiguousarray(order, dtype=np.int32)
+    peak = library().loom_planner_tvm_greedy(
+        *arrays.columns(), order_array, offsets, _seconds(seconds)
+    )
+    return _placed(peak, offsets, "TVM's greedy placement")
 
 
 def bottom_up(arrays: Arrays, rank: np.ndarray, seconds: float = math.inf) -> np.ndarray | None:

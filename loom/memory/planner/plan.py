@@ -11,9 +11,10 @@ from loom.memory.planner import bottom_up, native, search
 from loom.memory.planner.bounds import lower_bound
 from loom.memory.planner.buffer import Buffer, Plan, peak_of, validate
 from loom.memory.planner.checker import check
-from loom.memory.planner.greedy import GREEDY
+from loom.memory.planner.greedy import FIRST_FIT, GREEDY
 
-ALGORITHMS = ("auto", *GREEDY, "bottom_up", "search")
+ALGORITHMS = ("auto", *GREEDY, *FIRST_FIT, "bottom_up", "search")
+PLACERS = GREEDY | FIRST_FIT
 
 
 def plan(
@@ -26,18 +27,20 @@ def plan(
 
     Without `capacity` the peak is minimized; with it, the goal is a plan within it (`fits`
     says whether one was found). "greedy_by_size" and "greedy_by_conflicts" are TVM USMP's
-    greedy planners; "bottom_up" places the buffers in the search's canonical order without
-    backtracking, under several ranks in turn within `time_limit` (the first always
-    finishes), and keeps the best; "search" is an exact branch-and-bound (canonical packings,
-    MiniMalloc style) that returns the best plan found within `time_limit` seconds (default
-    search.DEFAULT_TIME_LIMIT) and whether it is proven optimal. "auto" runs both greedy
-    planners, then, while the plan neither fits nor reaches the lower bound, the bottom-up
-    placement and the search; it keeps to `time_limit` throughout (past it come only the
-    preparation and the final check, n log n in the buffers), falling back to buffers stacked
-    one above the other if not even greedy_by_size finishes in time. A problem with more than
-    search.MAX_PAIRS pairs of buffers alive together is not searched, nor by "auto" one of more
-    than search.AUTO_MAX_BUFFERS buffers: it keeps the better plan, and `algorithm` names that
-    planner."""
+    greedy planners, faithful (no gap filling) but for also aligning each offset to the
+    buffer's own alignment; "first_fit_by_size" and "first_fit_by_conflicts" place in the same
+    orders at the lowest fit (greedy.py); "bottom_up" places the buffers in the search's
+    canonical order without backtracking, under several ranks in turn within `time_limit`
+    (the first always finishes), and keeps the best; "search" is an exact branch-and-bound
+    (canonical packings, MiniMalloc style) that returns the best plan found within
+    `time_limit` seconds (default search.DEFAULT_TIME_LIMIT) and whether it is proven optimal.
+    "auto" runs both first-fit planners, then, while the plan neither fits nor reaches the
+    lower bound, the bottom-up placement and the search; it keeps to `time_limit` throughout
+    (past it come only the preparation and the final check, n log n in the buffers), falling
+    back to buffers stacked one above the other if not even first_fit_by_size finishes in
+    time. A problem with more than search.MAX_PAIRS pairs of buffers alive together is not
+    searched, nor by "auto" one of more than search.AUTO_MAX_BUFFERS buffers: it keeps the
+    better plan, and `algorithm` names that planner."""
     started = time.perf_counter()
     buffers = validate(buffers)
     if algorithm not in ALGORITHMS:
@@ -50,8 +53,8 @@ def plan(
     deadline = started + seconds
     arrays = native.Arrays(buffers)
     bound = lower_bound(buffers)
-    if algorithm in GREEDY:
-        offsets = GREEDY[algorithm](buffers, arrays)
+    if algorithm in PLACERS:
+        offsets = PLACERS[algorithm](buffers, arrays)
         result, name = search.Best(offsets, peak_of(buffers, offsets), bound), algorithm
     elif algorithm == "bottom_up":
         result, name = _bottom_up(buffers, arrays, None, bound, capacity, deadline), algorithm
@@ -80,8 +83,8 @@ def _improved(
     algorithm: str,
     deadline: float,
 ) -> tuple[search.Best, str]:
-    """For "auto" and "search": the greedy planners, then while the plan is not good enough
-    the bottom-up placement and the search. Only "auto" holds the greedy planners to the
+    """For "auto" and "search": the first-fit planners, then while the plan is not good enough
+    the bottom-up placement and the search. Only "auto" holds the first-fit planners to the
     deadline (the search's time limit has always been the search's own)."""
     greedy_deadline = deadline if algorithm == "auto" else math.inf
     result, name = _best_greedy(buffers, arrays, bound, greedy_deadline)
@@ -99,10 +102,10 @@ def _improved(
 def _best_greedy(
     buffers: Sequence[Buffer], arrays: native.Arrays, bound: int, deadline: float
 ) -> tuple[search.Best, str]:
-    """The lower-peak plan of the greedy planners that finish by `deadline`, and its planner's
-    name; buffers stacked one above the other ("stacked") if none does."""
+    """The lower-peak plan of the first-fit planners that finish by `deadline`, and its
+    planner's name; buffers stacked one above the other ("stacked") if none does."""
     results = []
-    for name, place in GREEDY.items():
+    for name, place in FIRST_FIT.items():
         offsets = place(buffers, arrays, deadline - time.perf_counter())
         if offsets is None:
             break

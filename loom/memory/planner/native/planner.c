@@ -1,5 +1,6 @@
-/* loom's static memory planner: the greedy first-fit placement (TVM's planners), the greedy
- * bottom-up placement (the search's order without backtracking) and the exact search.
+/* loom's static memory planner: TVM USMP's greedy placement, the greedy first-fit placement
+ * (the same orders, filling gaps), the greedy bottom-up placement (the search's order without
+ * backtracking) and the exact search.
  *
  * The search decides whether the free buffers fit under a capacity. It builds "canonical"
  * solutions (MiniMalloc, Moffitt, ASPLOS 2023): buffers are placed in nondecreasing order of
@@ -11,7 +12,9 @@
  *     reach where it stands now (that buffer would sit in a gap below it: a pushed-down
  *     packing never has one);
  *   - inference per section (a stretch of time where the same buffers live): the lowest offset
- *     any unplaced buffer there may take, plus their summed sizes, must fit the capacity;
+ *     any unplaced buffer there may take, plus their summed sizes, must fit the capacity. A
+ *     candidate is first checked against the sections as they are (fits_before_placing: most
+ *     fail there, cheaply), then placed and checked where its placement raised floors;
  *   - a placed buffer that no unplaced buffer meets in time ("hatless") constrains nothing:
  *     when its subtree fails, so do its siblings';
  *   - decomposition: when no unplaced buffer spans two adjacent sections, the two sides are
@@ -280,11 +283,71 @@ done:
     return peak;
 }
 
+/* ---------------------------------------------------------------- TVM's greedy rule */
+
+/* TVM USMP's placement (greedy.cc, PostSortAllocation) on lifetimes: buffers in `order`, each
+   at the highest end of the buffers placed before it that it meets in time, each end rounded
+   up to that buffer's alignment (TVM's rule), then up to the buffer's own alignment (loom's
+   plans require it; TVM does not). Gaps below are never filled. Pinned buffers keep their
+   offset and come first in `order`; empty buffers go to 0 and block nothing. The ends placed
+   so far form a skyline over time, kept in the segment tree of the bottom-up placement.
+   Returns the peak, -1 without memory or -2 when `seconds` ran out first. */
+i64 loom_planner_tvm_greedy(int n, const i64 *size, const i64 *start, const i64 *end,
+                            const i64 *align, const i64 *pinned, const int32_t *order,
+                            i64 *offset, double seconds) {
+    double deadline = now_seconds() + seconds;
+    size_t nn = (size_t)n + 1;
+    i64 *times = malloc(sizeof(i64) * 2 * nn);
+    skyline sky = {1, NULL, NULL};
+    i64 peak = -1;
+    if (!times) goto done;
+    int count = 0;
+    for (int b = 0; b < n; b++) {
+        if (size[b] == 0) continue;
+        times[count++] = start[b];
+        times[count++] = end[b];
+    }
+    qsort(times, (size_t)count, sizeof(i64), cmp_i64);
+    int distinct = 0;
+    for (int k = 0; k < count; k++)
+        if (distinct == 0 || times[k] != times[distinct - 1]) times[distinct++] = times[k];
+    while (sky.n < distinct - 1) sky.n *= 2;
+    sky.max = calloc(2 * (size_t)sky.n, sizeof(i64));
+    sky.top = calloc(2 * (size_t)sky.n, sizeof(i64));
+    if (!sky.max || !sky.top) goto done;
+    peak = 0;
+    for (int k = 0; k < n; k++) {
+        if ((k & 1023) == 1023 && now_seconds() > deadline) {
+            peak = -2;
+            break;
+        }
+        int b = order[k];
+        if (size[b] == 0) {
+            offset[b] = pinned[b] >= 0 ? pinned[b] : 0;
+            continue;
+        }
+        int lo = time_index(times, distinct, start[b]), hi = time_index(times, distinct, end[b]);
+        offset[b] = pinned[b] >= 0 ? pinned[b] : align_up(sky_max(&sky, lo, hi), align[b]);
+        sky_raise(&sky, lo, hi, align_up(offset[b] + size[b], align[b]));
+        if (offset[b] + size[b] > peak) peak = offset[b] + size[b];
+    }
+done:
+    free(times);
+    free(sky.max);
+    free(sky.top);
+    return peak;
+}
+
 /* ---------------------------------------------------------------- the search */
 
 typedef struct { int idx; i64 old; } change;
 
-typedef struct candidate { i64 offset; int rank; int b; } candidate;
+typedef struct candidate {
+    i64 offset;
+    i64 beside; /* the most unplaced bytes in a section of the frame b does not live in */
+    int rank;
+    int b;
+} candidate;
 
 typedef struct {
     change *data;
@@ -314,7 +377,10 @@ typedef struct {
     int *ov_at, *ov;        /* free buffers meeting each free buffer in time (CSR) */
     int *pv_at, *pv;        /* pinned buffers meeting each free buffer in time (CSR) */
     int nsec;
-    int *sm_at, *sm;        /* free buffers of each section (CSR) */
+    int *sm_at, *sm;        /* free buffers of each section (CSR), the unplaced ones first */
+    int *sm_count;          /* per section: how many of its buffers are unplaced */
+    int *bs_at, *sm_where;  /* where b is in the list of each section it lives in:
+                               sm_where[bs_at[b] + q - sec_lo[b]] (an index into sm) */
     i64 *sec_sum0;          /* summed sizes of each section's free buffers */
     /* the search state */
     int *rank;
@@ -324,6 +390,8 @@ typedef struct {
     int *pos;               /* each unplaced buffer's index in its frame's list */
     int *cuts;              /* per pair of adjacent sections: unplaced buffers spanning both */
     struct candidate *cand; /* a stack of candidate lists, one per depth */
+    i64 *before, *after;    /* per section: the most unplaced bytes in a section of the frame
+                               before it, and in it or after it (dfs, for beside) */
     size_t cand_len, cand_cap;
     long long ticks;        /* nodes since the start, to look at the clock now and then */
     int *witness;           /* per section, an unplaced buffer that may hold its floor down:
@@ -401,11 +469,21 @@ static int build_sections(search *s, const i64 *start, const i64 *end, const int
         }
     for (int q = 0; q < nsec; q++) s->sm_at[q + 1] += s->sm_at[q];
     s->sm = malloc(sizeof(int) * (size_t)(s->sm_at[nsec] + 1));
+    s->sm_count = calloc((size_t)nsec + 1, sizeof(int));
+    s->sm_where = malloc(sizeof(int) * (size_t)(s->sm_at[nsec] + 1));
+    s->bs_at = calloc((size_t)n + 1, sizeof(int));
     int *fill = malloc(sizeof(int) * (size_t)(nsec + 1));
-    if (!s->sm || !fill) { free(fill); return 0; }
+    if (!s->sm || !s->sm_count || !s->sm_where || !s->bs_at || !fill) {
+        free(fill);
+        return 0;
+    }
+    for (int b = 0; b < n; b++) s->bs_at[b + 1] = s->bs_at[b] + s->sec_hi[b] - s->sec_lo[b];
     memcpy(fill, s->sm_at, sizeof(int) * (size_t)nsec);
     for (int b = 0; b < n; b++)
-        for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) s->sm[fill[q]++] = b;
+        for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) {
+            s->sm_where[s->bs_at[b] + q - s->sec_lo[b]] = fill[q];
+            s->sm[fill[q]++] = b;
+        }
     free(fill);
     return 1;
 }
@@ -459,9 +537,10 @@ static int raise_floors(search *s, int lo, int hi) {
         int w = s->witness[q];
         if (w >= 0 && s->offset[w] < 0 && s->min_offset[w] <= s->floor[q]) continue;
         i64 least = INT64_MAX;
-        for (int m = s->sm_at[q]; m < s->sm_at[q + 1]; m++) {
-            int d = s->sm[m];
-            if (s->offset[d] < 0 && s->min_offset[d] < least) {
+        const int *unplaced = s->sm + s->sm_at[q];
+        for (int m = 0; m < s->sm_count[q]; m++) {
+            int d = unplaced[m];
+            if (s->min_offset[d] < least) {
                 least = s->min_offset[d];
                 s->witness[q] = d;
             }
@@ -472,6 +551,23 @@ static int raise_floors(search *s, int lo, int hi) {
         }
     }
     return 1;
+}
+
+/* Takes placed buffer b out of the unplaced part of its sections' lists: swapped with the
+   last unplaced one, so that restoring is a count going up again (undone in reverse order). */
+static void sections_remove(search *s, int b) {
+    int *where = s->sm_where + s->bs_at[b] - s->sec_lo[b];
+    for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) {
+        int last = s->sm_at[q] + --s->sm_count[q], at = where[q], d = s->sm[last];
+        s->sm[at] = d;
+        s->sm_where[s->bs_at[d] + q - s->sec_lo[d]] = at;
+        s->sm[last] = b;
+        where[q] = last;
+    }
+}
+
+static void sections_restore(search *s, int b) {
+    for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) s->sm_count[q]++;
 }
 
 /* ---------------------------------------------------------------- preorders */
@@ -507,27 +603,26 @@ static int rank_buffers(search *s, const int *list, int count) {
     return 1;
 }
 
-static int cmp_candidate(const void *x, const void *y) {
-    const candidate *a = x, *b = y;
-    if (a->offset != b->offset) return (a->offset > b->offset) - (a->offset < b->offset);
-    return (a->rank > b->rank) - (a->rank < b->rank);
+static inline int candidate_before(candidate x, candidate y) {
+    return x.offset < y.offset || (x.offset == y.offset && x.rank < y.rank);
 }
 
-/* Candidate lists are short: insertion sort beats qsort's allocation and calls. */
+/* Sorts candidates by (offset, rank), a total order (ranks differ): Shell sort with Ciura's
+   gaps, in place and with the comparison inlined (qsort's calls and copies took a tenth of the
+   search). */
 static void sort_candidates(candidate *list, int count) {
-    if (count > 32) {
-        qsort(list, (size_t)count, sizeof(candidate), cmp_candidate);
-        return;
-    }
-    for (int i = 1; i < count; i++) {
-        candidate v = list[i];
-        int j = i - 1;
-        while (j >= 0 && (list[j].offset > v.offset ||
-                          (list[j].offset == v.offset && list[j].rank > v.rank))) {
-            list[j + 1] = list[j];
-            j--;
+    static const int gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
+        int gap = gaps[g];
+        for (int i = gap; i < count; i++) {
+            candidate v = list[i];
+            int j = i;
+            while (j >= gap && candidate_before(v, list[j - gap])) {
+                list[j] = list[j - gap];
+                j -= gap;
+            }
+            list[j] = v;
         }
-        list[j + 1] = v;
     }
 }
 
@@ -539,31 +634,16 @@ typedef struct {
     int *list;
     int count;
     int sec_first, sec_last;
-    i64 max_total;          /* the largest section total when the frame began */
 } frame;
 
-/* Whether every section of the frame still fits: its floor (at least `offset`, since later
-   buffers of the frame go no lower) plus its unplaced bytes. Only sections [lo, hi) changed
-   since the last check; elsewhere only the rise of `offset` matters, and it cannot matter while
-   offset plus the frame's largest section total at its start fits. */
-static int sections_fit(const search *s, const frame *f, i64 offset, int lo, int hi) {
-    if (offset + f->max_total > s->capacity) {
-        lo = f->sec_first;
-        hi = f->sec_last;
-    }
+/* Whether sections [lo, hi) still fit: each one's floor (at least `offset`, since later
+   buffers go no lower) plus its unplaced bytes. */
+static int sections_fit(const search *s, i64 offset, int lo, int hi) {
     for (int q = lo; q < hi; q++) {
         i64 floor = s->floor[q] > offset ? s->floor[q] : offset;
         if (s->total[q] && floor + s->total[q] > s->capacity) return 0;
     }
     return 1;
-}
-
-/* The largest unplaced bytes of one of the frame's sections. */
-static i64 max_total(const search *s, const frame *f) {
-    i64 most = 0;
-    for (int q = f->sec_first; q < f->sec_last; q++)
-        if (s->total[q] > most) most = s->total[q];
-    return most;
 }
 
 /* Removals are undone in reverse order, so a removed buffer waits just past the list's end. */
@@ -602,6 +682,7 @@ static int place(search *s, frame *f, int b, i64 at, int *covered) {
         s->total[q] -= s->size[b];
     }
     for (int q = s->sec_lo[b]; q + 1 < s->sec_hi[b]; q++) s->cuts[q]--;
+    sections_remove(s, b);
     s->touched_lo = lo;
     s->touched_hi = hi;
     return raise_floors(s, lo, hi);
@@ -610,14 +691,15 @@ static int place(search *s, frame *f, int b, i64 at, int *covered) {
 static void unplace(search *s, frame *f, int b, size_t offsets_mark, size_t floors_mark) {
     for (int q = s->sec_lo[b]; q + 1 < s->sec_hi[b]; q++) s->cuts[q]++;
     for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) s->total[q] += s->size[b];
-    while (s->floors_trail.len > floors_mark) {
-        change c = s->floors_trail.data[--s->floors_trail.len];
-        s->floor[c.idx] = c.old;
-    }
-    while (s->offsets_trail.len > offsets_mark) {
-        change c = s->offsets_trail.data[--s->offsets_trail.len];
-        s->min_offset[c.idx] = c.old;
-    }
+    sections_restore(s, b);
+    /* the lengths in locals: written through i64 pointers, they would be reloaded each time */
+    const change *floors = s->floors_trail.data, *offsets = s->offsets_trail.data;
+    for (size_t k = s->floors_trail.len; k > floors_mark; k--)
+        s->floor[floors[k - 1].idx] = floors[k - 1].old;
+    s->floors_trail.len = floors_mark;
+    for (size_t k = s->offsets_trail.len; k > offsets_mark; k--)
+        s->min_offset[offsets[k - 1].idx] = offsets[k - 1].old;
+    s->offsets_trail.len = offsets_mark;
     frame_restore(f);
     s->offset[b] = -1;
 }
@@ -663,8 +745,7 @@ static int decompose(search *s, frame *f, int b) {
             if (s->sec_hi[pieces[k]] > reach) reach = s->sec_hi[pieces[k]];
             k++;
         }
-        frame piece = {pieces + from, k - from, s->sec_lo[pieces[from]], reach, 0};
-        piece.max_total = max_total(s, &piece);
+        frame piece = {pieces + from, k - from, s->sec_lo[pieces[from]], reach};
         for (int i = 0; i < piece.count; i++) {
             s->pos[piece.list[i]] = i;
             saved_rank[from + i] = s->rank[piece.list[i]];
@@ -674,7 +755,7 @@ static int decompose(search *s, frame *f, int b) {
         /* a piece is a new problem: the first three preorders rank its buffers anew by what
            is left of it, the last three keep their ranks (each wins on some instances) */
         if (s->heuristic < 3 && !rank_buffers(s, piece.list, piece.count)) status = NO_MEMORY;
-        else if (!sections_fit(s, &piece, 0, piece.sec_first, piece.sec_last))
+        else if (!sections_fit(s, 0, piece.sec_first, piece.sec_last))
             status = NOT_FOUND;
         else status = dfs(s, &piece, -1, -1);
         for (int i = 0; i < piece.count; i++) s->rank[ranked_ids[from + i]] = saved_rank[from + i];
@@ -686,15 +767,35 @@ static int decompose(search *s, frame *f, int b) {
     return status;
 }
 
+/* Whether candidate c can leave every section of the frame fitting, judged before placing
+   it: the sections b does not live in must hold their unplaced bytes above c's offset (later
+   buffers go no lower), and b's own ones above b's top. Most candidates fail here (the offset
+   rose past what some section needs), which spares placing them. Every section fit (floor plus
+   bytes) before, and a placement changes floors only in the sections it touches, which are
+   checked after it (sections_fit): together as exact as checking every section of the frame
+   after placing b. *covered: whether any unplaced buffer meets b in time (bytes are left in
+   one of its sections: free buffers are nonempty). */
+static int fits_before_placing(const search *s, const candidate *c, int *covered) {
+    int b = c->b;
+    i64 size = s->size[b], room = s->capacity - c->offset - size;
+    int any = 0, fits = c->offset + c->beside <= s->capacity;
+    for (int q = s->sec_lo[b]; q < s->sec_hi[b]; q++) {
+        i64 left = s->total[q] - size;
+        any |= left != 0;
+        fits &= left <= room;
+    }
+    *covered = any;
+    return fits;
+}
+
 /* Tries the candidates stored at s->cand[base, base + count) in order. */
 static int try_candidates(search *s, frame *f, size_t base, int count) {
     for (int k = 0; k < count; k++) {
         candidate c = s->cand[base + (size_t)k]; /* copied: deeper levels may grow s->cand */
         size_t om = s->offsets_trail.len, fm = s->floors_trail.len;
-        int covered;
+        int covered, status = NOT_FOUND;
         if (!place(s, f, c.b, c.offset, &covered)) return NO_MEMORY;
-        int status = NOT_FOUND;
-        if (sections_fit(s, f, c.offset, s->touched_lo, s->touched_hi)) {
+        if (sections_fit(s, c.offset, s->touched_lo, s->touched_hi)) {
             status = decompose(s, f, c.b);
             if (status < 0) status = dfs(s, f, c.offset, c.rank);
         }
@@ -705,6 +806,22 @@ static int try_candidates(search *s, frame *f, size_t base, int count) {
         if (!covered) break;
     }
     return NOT_FOUND;
+}
+
+/* s->before and s->after for the sections of frame f (see the search's fields). */
+static void most_bytes_around(search *s, const frame *f) {
+    i64 most = 0;
+    for (int q = f->sec_first; q < f->sec_last; q++) {
+        s->before[q] = most;
+        most = max_i64(most, s->total[q]);
+    }
+    s->before[f->sec_last] = most;
+    most = 0;
+    for (int q = f->sec_last; q > f->sec_first; q--) {
+        s->after[q] = most;
+        most = max_i64(most, s->total[q - 1]);
+    }
+    s->after[f->sec_first] = most;
 }
 
 static int dfs(search *s, frame *f, i64 last_offset, int last_rank) {
@@ -730,14 +847,30 @@ static int dfs(search *s, frame *f, i64 last_offset, int last_rank) {
         s->cand = grown;
         s->cand_cap = cap;
     }
+    most_bytes_around(s, f);
     int count = 0;
+    candidate stop = {INT64_MAX, 0, 0, -1}; /* the first hatless candidate that fails */
     for (int k = 0; k < f->count; k++) {
         int c = f->list[k];
         i64 at = s->min_offset[c];
         if (at >= min_top) continue; /* dominated: another buffer fits wholly below */
         if (at < last_offset || (at == last_offset && s->rank[c] < last_rank)) continue;
         if (at + s->size[c] > s->capacity) continue;
-        s->cand[base + (size_t)count++] = (candidate){at, s->rank[c], c};
+        i64 beside = max_i64(s->before[s->sec_lo[c]], s->after[s->sec_hi[c]]);
+        candidate x = {at, beside, s->rank[c], c};
+        int covered;
+        /* the state is the same for each candidate tried here (each placement is undone), so
+           those that fail can be dropped now, unsorted; but try_candidates would stop at the
+           first that fails uncovered (hatless), so no later one may be tried */
+        if (fits_before_placing(s, &x, &covered)) s->cand[base + (size_t)count++] = x;
+        else if (!covered && candidate_before(x, stop)) stop = x;
+    }
+    if (stop.b >= 0) {
+        int kept = 0;
+        for (int k = 0; k < count; k++)
+            if (candidate_before(s->cand[base + (size_t)k], stop))
+                s->cand[base + (size_t)kept++] = s->cand[base + (size_t)k];
+        count = kept;
     }
     if (count == 0) return NOT_FOUND;
     sort_candidates(s->cand + base, count);
@@ -752,7 +885,7 @@ static int dfs(search *s, frame *f, i64 last_offset, int last_rank) {
 /* Resets the state to "only pinned buffers placed" for the buffers of one part (a stretch of
    time no buffer crosses) and searches it. */
 static int solve_part(search *s, int *part, int count, int sec_first, int sec_last) {
-    frame f = {part, count, sec_first, sec_last, 0};
+    frame f = {part, count, sec_first, sec_last};
     for (int k = 0; k < count; k++) {
         int b = part[k];
         s->offset[b] = -1;
@@ -763,13 +896,13 @@ static int solve_part(search *s, int *part, int count, int sec_first, int sec_la
         s->floor[q] = 0;
         s->total[q] = s->sec_sum0[q];
         s->cuts[q] = 0;
+        s->sm_count[q] = s->sm_at[q + 1] - s->sm_at[q];
     }
     for (int k = 0; k < count; k++)
         for (int q = s->sec_lo[part[k]]; q + 1 < s->sec_hi[part[k]]; q++) s->cuts[q]++;
     s->offsets_trail.len = s->floors_trail.len = 0;
     if (!rank_buffers(s, part, count) || !raise_floors(s, sec_first, sec_last)) return NO_MEMORY;
-    f.max_total = max_total(s, &f);
-    if (!sections_fit(s, &f, 0, sec_first, sec_last)) return NOT_FOUND;
+    if (!sections_fit(s, 0, sec_first, sec_last)) return NOT_FOUND;
     s->cand_len = 0;
     int status = dfs(s, &f, -1, -1);
     /* leave the part's buffers placed as found, so later parts see them as not unplaced */
@@ -779,9 +912,10 @@ static int solve_part(search *s, int *part, int count, int sec_first, int sec_la
 
 static void free_search(search *s) {
     free(s->sec_lo); free(s->sec_hi); free(s->ov_at); free(s->ov); free(s->pv_at);
-    free(s->pv); free(s->sm_at); free(s->sm); free(s->sec_sum0); free(s->rank);
+    free(s->pv); free(s->sm_at); free(s->sm);
+    free(s->sm_count); free(s->sm_where); free(s->bs_at); free(s->sec_sum0); free(s->rank);
     free(s->offset); free(s->min_offset); free(s->floor); free(s->total); free(s->cuts);
-    free(s->pos); free(s->witness); free(s->cand);
+    free(s->pos); free(s->witness); free(s->cand); free(s->before); free(s->after);
     free(s->offsets_trail.data); free(s->floors_trail.data);
 }
 
@@ -828,8 +962,10 @@ int loom_planner_decide(int n, const i64 *size, const i64 *start, const i64 *end
     s.floor = calloc(ns, sizeof(i64));
     s.total = calloc(ns, sizeof(i64));
     s.witness = malloc(ns * sizeof(int));
+    s.before = malloc(ns * sizeof(i64));
+    s.after = malloc(ns * sizeof(i64));
     s.cuts = calloc(ns, sizeof(int));
-    if (!s.floor || !s.total || !s.witness || !s.cuts) goto done;
+    if (!s.floor || !s.total || !s.witness || !s.cuts || !s.before || !s.after) goto done;
     for (size_t q = 0; q < ns; q++) s.witness[q] = -1;
 
     /* parts: buffers sorted by start; a part ends where no buffer crosses */
