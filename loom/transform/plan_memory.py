@@ -466,7 +466,7 @@ def _spill(pool: Pool, requests: list[_Request], time_limit: float) -> None:
 def _plan_pool(pool: Pool, requests: list[_Request], time_limit: float) -> PoolPlan:
     blocks = _blocks(pool, requests)
     # constants are all alive at once: any packing is as good as another but for alignment
-    algorithm = "greedy_by_size" if pool.kind == "constant" else "auto"
+    algorithm = "first_fit_by_size" if pool.kind == "constant" else "auto"
     result = plan(blocks, capacity=pool.size, algorithm=algorithm, time_limit=time_limit)
     check(blocks, result)
     if pool.size is not None and result.peak > pool.size:
