@@ -176,6 +176,20 @@ static i64 sky_max(const skyline *t, int lo, int hi) {
     return most;
 }
 
+/* Sorts `times[0, count)` into its distinct values, in place, and makes an empty skyline over
+   them; returns how many distinct times there are, -1 without memory. */
+static int sky_init(skyline *sky, i64 *times, int count) {
+    qsort(times, (size_t)count, sizeof(i64), cmp_i64);
+    int distinct = 0;
+    for (int k = 0; k < count; k++)
+        if (distinct == 0 || times[k] != times[distinct - 1]) times[distinct++] = times[k];
+    sky->n = 1;
+    while (sky->n < distinct - 1) sky->n *= 2;
+    sky->max = calloc(2 * (size_t)sky->n, sizeof(i64));
+    sky->top = calloc(2 * (size_t)sky->n, sizeof(i64));
+    return sky->max && sky->top ? distinct : -1;
+}
+
 /* The index of `x` in the sorted distinct `times[0, count)`. */
 static int time_index(const i64 *times, int count, i64 x) {
     int lo = 0, hi = count - 1;
@@ -232,15 +246,8 @@ i64 loom_planner_bottom_up(int n, const i64 *size, const i64 *start, const i64 *
         times[count++] = start[b];
         times[count++] = end[b];
     }
-    qsort(times, (size_t)count, sizeof(i64), cmp_i64);
-    int distinct = 0;
-    for (int k = 0; k < count; k++)
-        if (distinct == 0 || times[k] != times[distinct - 1]) times[distinct++] = times[k];
-    sky.n = 1;
-    while (sky.n < distinct - 1) sky.n *= 2;
-    sky.max = calloc(2 * (size_t)sky.n, sizeof(i64));
-    sky.top = calloc(2 * (size_t)sky.n, sizeof(i64));
-    if (!sky.max || !sky.top) goto done;
+    int distinct = sky_init(&sky, times, count);
+    if (distinct < 0) goto done;
     int len = 0;
     peak = 0;
     for (int b = 0; b < n; b++) {
@@ -307,14 +314,8 @@ i64 loom_planner_tvm_greedy(int n, const i64 *size, const i64 *start, const i64 
         times[count++] = start[b];
         times[count++] = end[b];
     }
-    qsort(times, (size_t)count, sizeof(i64), cmp_i64);
-    int distinct = 0;
-    for (int k = 0; k < count; k++)
-        if (distinct == 0 || times[k] != times[distinct - 1]) times[distinct++] = times[k];
-    while (sky.n < distinct - 1) sky.n *= 2;
-    sky.max = calloc(2 * (size_t)sky.n, sizeof(i64));
-    sky.top = calloc(2 * (size_t)sky.n, sizeof(i64));
-    if (!sky.max || !sky.top) goto done;
+    int distinct = sky_init(&sky, times, count);
+    if (distinct < 0) goto done;
     peak = 0;
     for (int k = 0; k < n; k++) {
         if ((k & 1023) == 1023 && now_seconds() > deadline) {
