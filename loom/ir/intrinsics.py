@@ -117,9 +117,14 @@ def _reinterpret(call) -> None:
         )
 
 
-def _function_address(call) -> None:
-    if not isinstance(call.args[0], StringImm) or not call.dtype.is_handle:
-        raise TypeError("function_address takes a function's name (a StringImm), returns a handle")
+def _takes_a_name(what: str):
+    """The check of an intrinsic taking `what` (a name, as a StringImm) and returning a handle."""
+
+    def check(call) -> None:
+        if not isinstance(call.args[0], StringImm) or not call.dtype.is_handle:
+            raise TypeError(f"{call.op} takes {what} (a StringImm), returns a handle")
+
+    return check
 
 
 register(
@@ -131,22 +136,17 @@ register(
 )
 
 
-def _global_address(call) -> None:
-    if not isinstance(call.args[0], StringImm) or not call.dtype.is_handle:
-        raise TypeError("global_address takes an array's symbol (a StringImm), returns a handle")
-
-
 register(
     "global_address",
     1,
-    _global_address,
+    _takes_a_name("an array's symbol"),
     "the address of an array of the library (the module's attribute `globals`: a static memory "
     "pool, constants embedded with their values); made by plan_memory",
 )
 register(
     "function_address",
     1,
-    _function_address,
+    _takes_a_name("a function's name"),
     "the address of the module's function of that name (a handle): a parallel task's, or the "
     "entry point `int32_t f(void *const *args)` of another function; made by lower_parallel",
 )

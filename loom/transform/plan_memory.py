@@ -118,12 +118,7 @@ class _Receivers:
         func = self.mod[name]
         param = func.params[k] if k < len(func.params) else None
         var = param.data if isinstance(param, Buffer) else param
-        found = {name}
-        if var is not None:
-            for call in _calls(func, self.names):
-                for j, arg in enumerate(call.args):
-                    if _data_var(arg) is var:
-                        found |= self.of(call.op, j)
+        found = {name} | (self.of_var(func, var) if var is not None else set())
         self.memo[key] = frozenset(found)
         return self.memo[key]
 
