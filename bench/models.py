@@ -90,18 +90,6 @@ def _onnx_type(ort_type: str) -> int:
     return getattr(TensorProto, names.get(name, name.upper()))
 
 
-def timed(fn, runs: int) -> tuple[float, float]:
-    """Median wall and process-CPU seconds of one call, over `runs` calls."""
-    fn()
-    walls, cpus = [], []
-    for _ in range(runs):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-    return statistics.median(walls), statistics.median(cpus)
-
-
 def bench_model(name: str, model, shapes: dict, runs: int) -> list[list[str]]:
     sessions = {}
     for threads in (1, 2):
@@ -132,8 +120,8 @@ def bench_model(name: str, model, shapes: dict, runs: int) -> list[list[str]]:
         session = sessions[threads]
         loom_times, ort_times = [], []
         for _ in range(max(1, runs // 5)):
-            loom_times.append(timed(lambda: compiled(**feeds), 5))
-            ort_times.append(timed(lambda s=session: s.run(None, feeds), 5))
+            loom_times.append(common.timed(lambda: compiled(**feeds), 5))
+            ort_times.append(common.timed(lambda s=session: s.run(None, feeds), 5))
         lw, lc = (statistics.median(t[k] for t in loom_times) for k in (0, 1))
         ow, oc = (statistics.median(t[k] for t in ort_times) for k in (0, 1))
         rows.append(
@@ -168,7 +156,8 @@ def main() -> None:
     if opts.only:
         models = [(n, m) for n, m in models if opts.only in n]
     print(f"loom {loom.__version__} vs onnxruntime {ort.__version__}; medians of {opts.runs} runs")
-    print("ratios: onnxruntime time / loom time (above 1: loom is faster)\n")
+    print("ratios: onnxruntime time / loom time (above 1: loom is faster)")
+    print(f"this core's measured float32 FMA peak: {common.fma_peak_gflops():.0f} GFLOP/s\n")
     rows = []
     for name, model in models:
         try:

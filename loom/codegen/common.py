@@ -81,3 +81,17 @@ def unknown_global(symbol: str, arrays) -> LoomError:
         f"global_address names {symbol!r}, which is not an array of the module (it has "
         f"{sorted(arrays)})"
     )
+
+
+def check_function_names(mod: IRModule, libraries) -> None:
+    """No function of `mod` may take the name of a symbol one of its runtime `libraries`
+    provides: the code's own calls of that symbol (LLVM turns `llvm.exp.f64` into a call of
+    libm's `exp`) would reach the function instead, and never return."""
+    for func in mod:
+        for lib in libraries:
+            if lib.provides(func.name):
+                raise LoomError(
+                    f"function name {func.name!r} is a symbol of {lib.name}: calls of "
+                    f"{lib.name}'s {func.name} would call this function instead; choose another "
+                    "name"
+                )

@@ -372,6 +372,8 @@ class _Evaluator:
     def intrinsic_likely(self, e: Call, need: Lanes) -> Lanes:
         return self.eval(e.args[0], need)
 
+    intrinsic_arithmetic_fence = intrinsic_likely
+
     def intrinsic_fabs(self, e: Call, need: Lanes) -> Lanes:
         # semantics.MATH has no fabs: the absolute value of a float is exact in every float type
         return _lanewise(abs, need, self.eval(e.args[0], need))

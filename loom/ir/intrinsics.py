@@ -95,6 +95,15 @@ register(
     "if_then_else", 3, _if_then_else, "cond ? a : b, evaluating only the taken side (lazy select)"
 )
 register("likely", 1, _same_as_arg, "hint that a condition is usually true; returns it")
+register(
+    "arithmetic_fence",
+    1,
+    _same_as_arg,
+    "its argument, which the target's fast-math flags (-fp-contract, -fp-reassoc) may not fuse "
+    "or reorder with the arithmetic around it (the LLVM code generator emits the argument's "
+    "own add, subtract or multiply without fast-math flags); made by the legalize pass where "
+    "its expansions need every rounding (a float FloorMod)",
+)
 register("address_of", 1, _address_of, "the address of a buffer element (a handle)")
 register("isnullptr", 1, _handle_test, "true if a handle is the null pointer")
 register(

@@ -849,6 +849,8 @@ class _Codegen:
     def i_likely(self, e: Call) -> list[str]:
         return self.gen(e.args[0])
 
+    i_arithmetic_fence = i_likely
+
     def i_isnullptr(self, e: Call) -> list[str]:
         return [f"({self.scalar(e.args[0])} is None)"]
 

@@ -314,7 +314,9 @@ class _Legalizer(Mutator):
         y = lets(_widen(b, wide), "y")
         zero = const(0.0, wide)
         floor_q = E.Add(self._floor(E.Div(x, y)), zero)
-        general = E.Sub(x, E.Mul(floor_q, y))
+        # every rounding of the semantics: a fused multiply-subtract would leave a remainder
+        # outside [0, y) for a large quotient
+        general = E.Sub(x, _call(wide, "arithmetic_fence", E.Mul(floor_q, y)))
         by_infinity = E.And(_is_infinite(y), _is_finite(x))
         keeps_x = E.Select(E.GT(y, zero), E.GE(x, zero), E.LE(x, zero))
         result = E.Select(by_infinity, E.Select(keeps_x, x, y), general)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from loom import abi, memory
 from loom.backend.base import Backend, register
 from loom.backend.hexagon import llvm_fixups, strategies
-from loom.codegen.llvm import build_device
+from loom.codegen.llvm import build_device, fast_math
 from loom.errors import LoomError
 from loom.ir.expr import BufferLoad, Call, IntImm, Max, Min, Ramp, Select
 from loom.ir.stmt import BufferStore
@@ -119,7 +119,7 @@ class HexagonBackend(Backend):
     vector_ir = True
     partitions = False
     replaceable = False
-    options = ("mcpu", "hvx", "vtcm")
+    options = ("mcpu", "hvx", "vtcm", *fast_math.OPTIONS)
     # LLVM's Hexagon lowering of a masked load reads whole aligned HVX vectors, which can fault
     # (or mix lanes) at a buffer's edge
     masked_loads_are_safe = False

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from loom.abi import FunctionSignature
 from loom.codegen.c.compile import compile_c_object
 from loom.codegen.c.module import generate
-from loom.codegen.common import memories_used
+from loom.codegen.common import check_function_names, memories_used
 from loom.codegen.signature import module_signatures
 from loom.errors import LoomError
 from loom.ir.function import IRModule
@@ -40,6 +40,7 @@ def compile_c(
             "is not the host; use loom.codegen.c.generate_c for the source, or target llvm for "
             "that triple"
         )
+    check_function_names(mod, target.backend.libraries())
     signatures = module_signatures(mod, target.alignment, sibling_signatures)
     source = generate_c(mod, target, signatures)
     name = mod.functions[0].name if len(mod) else "empty"

@@ -393,6 +393,9 @@ class ExprCodegen(abc.ABC):
     def call_likely(self, e: E.Call) -> CExpr:
         return CExpr(f"LOOM_LIKELY({self.expr(e.args[0]).text})")
 
+    def call_arithmetic_fence(self, e: E.Call) -> CExpr:
+        return self.expr(e.args[0])  # C code is compiled with -ffp-contract=off (compile.py)
+
     def call_global_address(self, e: E.Call) -> CExpr:
         return CExpr(f"((void *){self.module.global_array(e.args[0].value)})", True)
 

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from loom.abi import FunctionSignature
-from loom.codegen.common import check_stack, global_arrays, stack_buffer_bytes, unknown_global
+from loom.codegen.common import (
+    check_function_names,
+    check_stack,
+    global_arrays,
+    stack_buffer_bytes,
+    unknown_global,
+)
+from loom.codegen.llvm.fast_math import float_flags
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
@@ -35,6 +42,7 @@ class ModuleCodegen:
 
     def __init__(self, target: Target, name: str = "loom", arrays: dict | None = None):
         self.target = target
+        self.float_flags = float_flags(target)
         self.arrays = dict(arrays or {})  # symbol -> GlobalArray (codegen/common.global_arrays)
         self.module = ir.Module(name)
         self.module.triple = target.triple
@@ -176,6 +184,7 @@ class ModuleCodegen:
 
 def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> ir.Module:
     """The LLVM module of every function of `mod`."""
+    check_function_names(mod, target.backend.libraries())
     mcg = ModuleCodegen(target, arrays=global_arrays(mod))
     for func in mod:
         if is_task(func):
