@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from loom.abi.dtype import DataType
+from loom.codegen.llvm import vecmath
 from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
 from loom.errors import LoomError
 from loom.ir import expr as E
@@ -42,6 +43,8 @@ _FLOAT_INTRINSICS = {
     "pow": "llvm.pow",
     "tanh": "llvm.tanh",
 }
+_FAST_MATH_OPS = ("fadd", "fsub", "fmul")
+"""The float operations that carry the target's fast-math flags (codegen/llvm/fast_math.py)."""
 _LIBM = {"erf": {32: "erff", 64: "erf"}}
 
 
@@ -149,8 +152,9 @@ class FunctionCodegen:
         if needs_legalize(e):
             raise not_legalized(e, "LLVM")
         a, b = self.expr(e.a), self.expr(e.b)
-        op = float_op if e.dtype.is_float else int_op
-        return getattr(self.builder, op)(a, b)
+        if e.dtype.is_float and float_op in _FAST_MATH_OPS:
+            return getattr(self.builder, float_op)(a, b, flags=self.mcg.float_flags)
+        return getattr(self.builder, float_op if e.dtype.is_float else int_op)(a, b)
 
     def e_Add(self, e):
         return self._arith(e, "add", "fadd")
@@ -326,6 +330,8 @@ class FunctionCodegen:
         mt = memory_type(dt)
         if e.predicate is not None and lanes > 1 and not self.mcg.target.masked_loads_are_safe:
             v = self._guarded_gather(e, mt, align)
+        elif self._strided_stride(e) is not None:
+            v = self._strided_load(e, mt, align)
         else:
             ptr, contiguous = self.address(e.buffer, self._flat_index(e))
             if lanes == 1 or (contiguous and e.predicate is None):
@@ -342,6 +348,83 @@ class FunctionCodegen:
         if dt.element.is_bool:
             v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         return v
+
+    def _strided_stride(self, e: E.BufferLoad) -> int | None:
+        """The stride of a vector load of a ramp with a small constant stride (which
+        `_strided_load` reads contiguously), else None (a gather)."""
+        index = e.indices[0] if len(e.indices) == 1 else None
+        if (
+            e.dtype.lanes > 1
+            and isinstance(index, E.Ramp)
+            and isinstance(index.stride, E.IntImm)
+            and 2 <= index.stride.value <= 4  # wider: more unused elements than a gather loads
+            and self.mcg.target.masked_loads_are_safe
+        ):
+            return index.stride.value
+        return None
+
+    def _strided_load(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
+        """A ramp load with constant stride s as one contiguous load of lanes*s elements and a
+        shuffle that keeps every s-th: a gather issues one load per lane, this a few vector
+        loads and permutes. The last s-1 elements of the span are past the last element read and
+        may be past the end of the buffer, so they are masked off (a masked load does not fault
+        on masked lanes; LLVM turns the all-true parts into plain loads); with a predicate, each
+        lane's element is read where its lane is on (a shuffle spreads the predicate), the
+        others are zero."""
+        index = e.indices[0]
+        stride, lanes = index.stride.value, e.dtype.lanes
+        span = lanes * stride
+        read = (lanes - 1) * stride + 1
+        wide = ir.VectorType(mt.element, span)
+        base = self.value_of(e.buffer.data)
+        ptr = self.builder.gep(
+            base, [self.expr(index.base)], source_etype=memory_type(e.buffer.dtype)
+        )
+        span_mask = ir.Constant(ir.VectorType(I1, span), [int(k < read) for k in range(span)])
+        if e.predicate is None:
+            whole = self._span_load(ptr, wide, span_mask, align)
+        else:
+            whole = self._predicated_span_load(e, ptr, wide, span_mask, align)
+        picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
+        return self.builder.shuffle_vector(whole, ir.Constant(wide, ir.Undefined), picks)
+
+    def _span_load(self, ptr: ir.Value, wide: ir.Type, mask: ir.Value, align: int) -> ir.Value:
+        return self.intrinsic(
+            "llvm.masked.load",
+            wide,
+            [ptr, ir.Constant(I32, align), mask, ir.Constant(wide, None)],
+            [wide, ptr.type],
+        )
+
+    def _predicated_span_load(self, e, ptr, wide, span_mask, align: int) -> ir.Value:
+        """The span of a predicated strided load: where every lane is on (most vectors of a
+        padded row), the unpredicated span; else only the on lanes' elements (a shuffle spreads
+        lane k's predicate to span element k * stride), the others zero."""
+        stride, lanes = e.indices[0].stride.value, e.dtype.lanes
+        on = self._mask(e.predicate, lanes)
+        bits = ir.IntType(lanes)
+        every = self.builder.icmp_unsigned(
+            "==", self.builder.bitcast(on, bits), ir.Constant(bits, (1 << lanes) - 1)
+        )
+        with self.builder.if_else(every, likely=True) as (all_on, some_off):
+            with all_on:
+                full = self._span_load(ptr, wide, span_mask, align)
+                full_block = self.builder.block
+            with some_off:
+                spread = [
+                    k // stride if k % stride == 0 else lanes for k in range(span_mask.type.count)
+                ]
+                mask = self.builder.shuffle_vector(
+                    on,
+                    ir.Constant(on.type, None),
+                    ir.Constant(ir.VectorType(I32, len(spread)), spread),
+                )
+                part = self._span_load(ptr, wide, mask, align)
+                part_block = self.builder.block
+        whole = self.builder.phi(wide)
+        whole.add_incoming(full, full_block)
+        whole.add_incoming(part, part_block)
+        return whole
 
     def _guarded_gather(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
         """A predicated load that touches only valid elements: masked-off lanes read element 0
@@ -415,6 +498,9 @@ class FunctionCodegen:
             return method(e)
         if needs_legalize(e):
             raise not_legalized(e, "LLVM")
+        if vecmath.computes(e.op, e.dtype):  # float32 and float16: vector code, no libm
+            args = [self.expr(a) for a in e.args]
+            return vecmath.call(self.builder, self.mcg.module, e.op, args)
         if e.op in _FLOAT_INTRINSICS:
             args = [self.expr(a) for a in e.args]
             return self.intrinsic(_FLOAT_INTRINSICS[e.op], args[0].type, args, [args[0].type])
@@ -453,6 +539,17 @@ class FunctionCodegen:
         if isinstance(cond.type, ir.VectorType):
             return cond
         return self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 1)])
+
+    def call_arithmetic_fence(self, e: E.Call) -> ir.Value:
+        """The argument, its own operation emitted without fast-math flags: LLVM fuses or
+        reorders two operations only when both carry them. (Not `llvm.arithmetic.fence`: LLVM
+        22's Hexagon post-RA scheduler takes minutes on a function with a few of them.)"""
+        arg = e.args[0]
+        ops = {E.Add: "fadd", E.Sub: "fsub", E.Mul: "fmul"}
+        if arg.dtype.is_float and type(arg) in ops:
+            a, b = self.expr(arg.a), self.expr(arg.b)
+            return getattr(self.builder, ops[type(arg)])(a, b)
+        return self.expr(arg)
 
     def call_if_then_else(self, e: E.Call) -> ir.Value:
         cond, t, f = e.args
