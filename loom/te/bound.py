@@ -18,7 +18,8 @@ from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.interval import symbolic_interval
 from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit, substitute
-from loom.te.schedule import AttachType, Split, Stage
+from loom.te.relations import relation_extents, relation_offsets, uncovered_splits
+from loom.te.schedule import AttachType, Stage
 from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Reduce
 
 
@@ -35,47 +36,22 @@ class StageBounds:
         return simplify(self.root_min[iv] + self.offset[iv])
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def derive_extents(stage: Stage, root_extent: dict[IterVar, int]) -> dict[IterVar, int]:
     """Extents of all iteration variables from the root extents, through splits and fuses."""
-    ext = dict(root_extent)
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            parent = ext[rel.parent]
-            if rel.factor is not None:
-                ext[rel.outer], ext[rel.inner] = _ceil_div(parent, rel.factor), rel.factor
-            else:
-                ext[rel.outer], ext[rel.inner] = rel.nparts, _ceil_div(parent, rel.nparts)
-        else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
-    return ext
+    return relation_extents(stage.relations, root_extent)
 
 
 def derive_offsets(stage: Stage, ext: dict[IterVar, int]) -> dict[IterVar, PrimExpr]:
     """Each iteration variable's position in its range, as an expression of the leaf loops."""
-    off: dict[IterVar, PrimExpr] = {iv: iv.var for iv in stage.leaf_iter_vars}
-    for rel in reversed(stage.relations):
-        if isinstance(rel, Split):
-            off[rel.parent] = off[rel.outer] * ext[rel.inner] + off[rel.inner]
-        else:
-            fused = off[rel.fused]
-            off[rel.outer] = irop.floordiv(fused, ext[rel.inner])
-            off[rel.inner] = irop.floormod(fused, ext[rel.inner])
-    return off
+    return relation_offsets(stage.relations, stage.leaf_iter_vars, ext)
 
 
 def split_guards(stage: Stage, bounds: StageBounds) -> list[PrimExpr]:
     """Conditions `offset(parent) < extent(parent)` for splits whose factor does not divide."""
-    guards = []
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            covered = bounds.extent[rel.outer] * bounds.extent[rel.inner]
-            if covered > bounds.extent[rel.parent]:
-                guards.append(irop.less(bounds.offset[rel.parent], bounds.extent[rel.parent]))
-    return guards
+    return [
+        irop.less(bounds.offset[rel.parent], bounds.extent[rel.parent])
+        for rel in uncovered_splits(stage.relations, bounds.extent)
+    ]
 
 
 def leaf_var_bounds(stage: Stage, bounds: StageBounds) -> dict[Var, IntBound]:

@@ -7,7 +7,6 @@ naming the stage and the axis.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from loom.errors import ScheduleError
@@ -16,6 +15,8 @@ from loom.ir.op import convert
 from loom.ir.stmt import ForKind
 from loom.ir.visitor import Mutator, substitute
 from loom.te.operation import compute
+from loom.te.relations import Fuse, Split, is_reduce_relation
+from loom.te.rfactor import factor_ops
 from loom.te.tensor import (
     ComputeOp,
     IterVar,
@@ -28,26 +29,6 @@ from loom.te.tensor import (
     Tensor,
 )
 from loom.te.tensorize import TensorIntrin
-
-
-@dataclasses.dataclass(frozen=True)
-class Split:
-    """`parent = outer * extent(inner) + inner`."""
-
-    parent: IterVar
-    outer: IterVar
-    inner: IterVar
-    factor: int | None
-    nparts: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class Fuse:
-    """`outer = fused // extent(inner)`, `inner = fused % extent(inner)`."""
-
-    outer: IterVar
-    inner: IterVar
-    fused: IterVar
 
 
 class AttachType:
@@ -80,6 +61,7 @@ class Stage:
         self.pragmas: dict[IterVar, list[tuple[str, PrimExpr]]] = {}
         self.align: dict[int, tuple[int, int]] = {}
         self.tensorized: tuple[IterVar, object] | None = None
+        self.rfactored: dict[IterVar, Stage] = {}  # reduction loops moved to an rf stage
 
     @property
     def name(self) -> str:
@@ -469,12 +451,84 @@ class Schedule:
         self._replace_dataflow({op: copy_op})
         return cache_op.output(0)
 
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Factor the reduction computing `tensor` over its reduction loop `axis` (TVM's
+        rfactor): a new stage (returned) computes partial results with `axis` a data-parallel
+        axis at position `factor_axis`, reducing over the stage's other reduction loops; the
+        stage then combines the partial results over a new reduction axis `<axis>.v`. The
+        stage keeps its data-parallel loops (splits, fuses, annotations) and loses its
+        reduction loops; the new stage starts unscheduled. A float sum is reassociated."""
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"rfactor: tensor must be a te.Tensor, got {tensor!r}")
+        try:
+            stage = self[tensor]
+        except ScheduleError:
+            raise ScheduleError(
+                f"rfactor: tensor {tensor.name} is not a stage of this schedule "
+                f"(stages: {[s.name for s in self.stages]})"
+            ) from None
+        stage._require_compute("rfactor")
+        op = stage.op
+        if not isinstance(op.body, Reduce):
+            raise stage._error(f"rfactor: tensor {tensor.name} is not computed by a reduction")
+        if stage.tensorized is not None:
+            raise stage._error("rfactor: the stage is tensorized; rfactor before tensorize")
+        if not isinstance(axis, IterVar):
+            raise TypeError(f"stage {stage.name}: rfactor: axis must be an IterVar, got {axis!r}")
+        if axis in stage.rfactored:
+            raise stage._error(
+                f"rfactor: axis {axis.name} was already factored out into stage "
+                f"{stage.rfactored[axis].name}; its reduction loops are "
+                f"{[v.name for v in stage.leaf_iter_vars if v.is_reduce]}"
+            )
+        stage._check_leaf(axis, "rfactor")
+        if not axis.is_reduce:
+            raise stage._error(
+                f"rfactor: axis {axis.name} is not a reduction axis; the stage's reduction "
+                f"loops are {[v.name for v in stage.leaf_iter_vars if v.is_reduce]}"
+            )
+        ndim = len(op.axis)
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int):
+            raise TypeError(f"stage {stage.name}: rfactor: factor_axis must be an int")
+        if not -(ndim + 1) <= factor_axis <= ndim:
+            raise stage._error(
+                f"rfactor: factor_axis {factor_axis} is out of range for {ndim + 1} axes "
+                f"(-{ndim + 1}..{ndim})"
+            )
+        position = factor_axis if factor_axis >= 0 else ndim + 1 + factor_axis
+        reduce_loops = [v for v in stage.all_iter_vars if v.is_reduce]
+        for child in self.stages:
+            if child.attach_stage is stage and child.attach_ivar in reduce_loops:
+                raise stage._error(
+                    f"rfactor: stage {child.name} is computed at reduction loop "
+                    f"{child.attach_ivar.name}, which rfactor moves to another stage"
+                )
+        rf_op, new_op = factor_ops(op, stage.relations, stage.leaf_iter_vars, axis, position)
+        rf_stage = Stage(rf_op, self, is_output=False)
+        self.stages.insert(self.stages.index(stage), rf_stage)
+        combined = new_op.reduce_axis[0]
+        stage.op = new_op
+        stage.relations = [r for r in stage.relations if r not in _reduce_relations(stage)]
+        stage.all_iter_vars = [v for v in stage.all_iter_vars if not v.is_reduce] + [combined]
+        stage.leaf_iter_vars = [v for v in stage.leaf_iter_vars if not v.is_reduce] + [combined]
+        stage.loop_kinds = {v: k for v, k in stage.loop_kinds.items() if not v.is_reduce}
+        stage.pragmas = {v: p for v, p in stage.pragmas.items() if not v.is_reduce}
+        stage.rfactored.update(dict.fromkeys(reduce_loops, rf_stage))
+        if stage.is_output:
+            self.outputs = [new_op if o is op else o for o in self.outputs]
+        self._replace_dataflow({op: new_op})
+        return rf_op.output(0)
+
 
 def _copy_rule(src: Tensor):
     def rule(*ax):  # index names ax0, ax1, ... as in TVM
         return src(*ax)
 
     return rule
+
+
+def _reduce_relations(stage: Stage) -> list[Split | Fuse]:
+    return [r for r in stage.relations if is_reduce_relation(r)]
 
 
 def create_schedule(ops: Operation | Sequence[Operation] | Tensor) -> Schedule:
