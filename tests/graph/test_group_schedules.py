@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import loom
-from loom.backend.cpu import LLVMBackend, group_schedules
-from loom.ir.expr import BufferLoad, Ramp
+from loom.backend.cpu import LLVMBackend, group_schedules, reduce_schedules
+from loom.ir.expr import BufferLoad, Call, Ramp
 from loom.ir.stmt import BufferStore, For, ForKind
 from loom.ir.visitor import post_order_visit
 
@@ -277,8 +277,9 @@ def test_conv_bias_relu(x_shape, w_shape, attrs):
     steps = w_shape[1] * w_shape[2] * w_shape[3]
     strided = attrs.get("strides", [1])[0] > 1
     if strided and steps < group_schedules.STRIDED_MIN_STEPS:
-        # a gather at each of a few steps costs more than the scalar loop
-        assert ForKind.VECTORIZED not in kinds
+        # conv_schedules.py takes it: a phase copy read contiguously
+        # (tests/graph/test_conv_schedules.py)
+        assert ForKind.VECTORIZED in kinds
         return
     assert_parallel_and_vector(compiled, kernel)
     loads = [a for a in vector_accesses(compiled, kernel) if isinstance(a, BufferLoad)]
@@ -311,8 +312,9 @@ def test_gemm_with_bias(trans_b):
     kernel = the_kernel(compiled, "Gemm")
     kinds = loop_kinds(kernels(compiled)[kernel])
     assert ForKind.PARALLEL in kinds
-    # B's rows are contiguous along the output's columns only without transB
-    assert (ForKind.VECTORIZED in kinds) == (not trans_b)
+    # without transB, vectors along the output's columns (B's rows); with it, each element is
+    # a dot product of two contiguous rows: vector accumulators along them (reduce_schedules.py)
+    assert ForKind.VECTORIZED in kinds
 
 
 def test_a_matrix_product_in_tiles_of_rows_with_a_partial_last_tile():
@@ -397,8 +399,8 @@ def test_reductions(op, axes, keepdims, dtype):
     compiled = compiled_matches_onnxruntime(m, [("x", x)], rtol=1e-4, atol=1e-4)
     kinds = [k for f in kernels(compiled).values() for k in loop_kinds(f)]
     assert ForKind.PARALLEL in kinds
-    if axes[-1] != -1 and axes != [0, 2]:  # the lanes run along the contiguous last axis
-        assert ForKind.VECTORIZED in kinds
+    # the lanes run along the output's contiguous last axis, or along the reduced row
+    assert ForKind.VECTORIZED in kinds
 
 
 def test_layer_norm_like_chain_of_groups():
@@ -442,6 +444,11 @@ def test_the_schedule_takes_its_parameters_from_the_target():
     assert ForKind.VECTORIZED in kinds and ForKind.PARALLEL in kinds
 
 
+def _reduce_model(op, x, axes, keepdims=1):
+    node = helper.make_node(op, ["x", "axes"], ["out"], keepdims=keepdims)
+    return make_model([node], [("x", x)], ["out"], {"axes": np.array(axes, np.int64)}, opset=18)
+
+
 def _bitwise_cases():
     x = floats(1, 16, 20, 20)
     w = floats(32, 16, 3, 3)
@@ -451,36 +458,153 @@ def _bitwise_cases():
     strided = [helper.make_node("Conv", ["x", "w"], ["out"], pads=[1, 1, 1, 1], strides=[2, 2])]
     a, m = floats(37, 300), floats(300, 80)
     s = floats(8, 64, 100)
-    return [
-        (make_model(conv, [("x", x)], ["out"], {"w": w, "b": b}), [("x", x)]),
-        (make_model(strided, [("x", x)], ["out"], {"w": w}), [("x", x)]),
-        (
+    ints = RNG.integers(-(2**20), 2**20, (8, 64, 100)).astype("int32")
+    return {
+        "conv": (make_model(conv, [("x", x)], ["out"], {"w": w, "b": b}), [("x", x)]),
+        "strided": (make_model(strided, [("x", x)], ["out"], {"w": w}), [("x", x)]),
+        "matmul": (
             make_model(
                 [helper.make_node("MatMul", ["x", "m"], ["out"])], [("x", a)], ["out"], {"m": m}
             ),
             [("x", a)],
         ),
-        (
+        "softmax": (
             make_model([helper.make_node("Softmax", ["x"], ["out"], axis=1)], [("x", s)], ["out"]),
             [("x", s)],
         ),
-        (
-            make_model(
-                [helper.make_node("ReduceSum", ["x", "axes"], ["out"])],
-                [("x", s)],
-                ["out"],
-                {"axes": np.array([0, 1], np.int64)},
-                opset=18,
-            ),
-            [("x", s)],
-        ),
-    ]
+        "sum": (_reduce_model("ReduceSum", s, [0, 1]), [("x", s)]),
+        # row reductions in vector accumulators that do not depend on the order
+        "max-rows": (_reduce_model("ReduceMax", s, [-1]), [("x", s)]),
+        "min-rows": (_reduce_model("ReduceMin", s, [1, 2], keepdims=0), [("x", s)]),
+        "int-sum-rows": (_reduce_model("ReduceSum", ints, [-1]), [("x", ints)]),
+    }
 
 
-@pytest.mark.parametrize("case", range(5), ids=["conv", "strided", "matmul", "softmax", "sum"])
+BITWISE = list(_bitwise_cases())
+
+
+@pytest.mark.parametrize("case", BITWISE)
 def test_results_are_the_default_schedules_bit_for_bit(case, monkeypatch):
+    """Every schedule that only reorders independent elements, or reduces with an
+    order-free combiner (max, min, integer sums), gives the default schedule's bits."""
     m, feeds = _bitwise_cases()[case]
     scheduled = loom.compile(m, target="llvm")(**dict(feeds))["out"]
     monkeypatch.setattr(LLVMBackend, "schedule_group", lambda *args: None)
     default = loom.compile(m, target="llvm")(**dict(feeds))["out"]
     np.testing.assert_array_equal(scheduled, default)
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (96, 1000), (5, 3, 77)])
+def test_reassociated_row_sums_stay_within_their_error_bound(shape, monkeypatch):
+    """A float sum over a row is reassociated (vector accumulators, then a tree: docs/
+    schedules.md, "rfactor"), so it is not bit-for-bit the default's sequential sum. Both
+    orders are within (steps) * 2^-24 * sum(|x|) of the exact sum, so they differ by at most
+    the sum of their bounds: n - 1 steps in order, n / lanes + log2(lanes) reassociated."""
+    x = floats(*shape) * 100
+    m = _reduce_model("ReduceSum", x, [-1], keepdims=0)
+    scheduled = loom.compile(m, target="llvm")(x=x)["out"]
+    monkeypatch.setattr(LLVMBackend, "schedule_group", lambda *args: None)
+    default = loom.compile(m, target="llvm")(x=x)["out"]
+    n, lanes = shape[-1], accumulator_lanes()
+    size = np.abs(x.astype(np.float64)).sum(axis=-1) * 2.0**-24 * 1.01  # 1%: second order
+    depth = n / lanes + np.log2(lanes)  # the additions an element goes through
+    exact = x.astype(np.float64).sum(axis=-1)
+    assert np.all(np.abs(scheduled - exact) <= depth * size)
+    assert np.all(np.abs(scheduled - default) <= (depth + n - 1) * size)
+    assert not np.array_equal(scheduled, default)  # the order did change
+
+
+def accumulator_lanes() -> int:
+    """The float32 lanes of a row's accumulators on this machine's llvm target."""
+    target = loom.target.Target("llvm")
+    return reduce_schedules.ACCUMULATOR_REGISTERS * group_schedules._vector_bytes(target) // 4
+
+
+# -- row reductions (reduce_schedules.py) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "op, shape, axes, keepdims, dtype",
+    [
+        ("ReduceSum", (64, 1024), [-1], 0, "float32"),
+        ("ReduceMean", (33, 1000), [-1], 1, "float32"),  # a ragged row: the last vector masked
+        ("ReduceMax", (7, 5, 49), [-1], 1, "float32"),
+        ("ReduceMin", (4, 6, 7, 7), [2, 3], 0, "float32"),  # two axes, one contiguous row
+        ("ReduceSum", (3, 40, 37), [0, 2], 1, "float32"),  # a row and an axis outside it
+        ("ReduceMean", (2, 3, 300), [1, 2], 0, "float32"),
+        ("ReduceProd", (8, 100), [-1], 1, "float32"),
+        ("ReduceSumSquare", (32, 256), [-1], 1, "float32"),
+        ("ReduceL2", (16, 130), [-1], 0, "float32"),
+        ("ReduceLogSumExp", (16, 500), [-1], 1, "float32"),
+        ("ReduceSum", (3, 1000), [0, 1], 0, "float32"),  # one row of 3000: a scalar
+        ("ReduceSum", (16, 300), [-1], 0, "int32"),
+        ("ReduceMax", (16, 300), [-1], 1, "int64"),
+        ("ReduceMin", (9, 200), [1], 1, "int32"),
+    ],
+)
+def test_row_reductions(op, shape, axes, keepdims, dtype):
+    if dtype == "float32":
+        x = floats(*shape)
+        if op == "ReduceProd":
+            x = (1 + x * 0.01).astype("float32")
+    else:
+        x = RNG.integers(-1000, 1000, shape).astype(dtype)
+    m = _reduce_model(op, x, axes, keepdims)
+    compiled = compiled_matches_onnxruntime(m, [("x", x)], rtol=1e-5, atol=1e-4)
+    kernel = compiled.kernels[0]
+    assert ForKind.VECTORIZED in loop_kinds(kernels(compiled)[kernel])
+    loads = [a for a in vector_accesses(compiled, kernel) if isinstance(a, BufferLoad)]
+    assert any(ld.buffer.name == "x" and ld.indices[0].stride.value == 1 for ld in loads)
+
+
+def test_a_row_reduction_runs_in_vector_accumulators():
+    x = floats(64, 1024)
+    m = _reduce_model("ReduceSum", x, [-1], keepdims=0)
+    compiled = compiled_matches_onnxruntime(m, [("x", x)], rtol=1e-5, atol=1e-4)
+    kernel = compiled.kernels[0]
+    assert ForKind.PARALLEL in loop_kinds(kernels(compiled)[kernel])
+    accesses = vector_accesses(compiled, kernel)
+    # each step adds a vector of the row (ACCUMULATOR_REGISTERS registers) to the accumulators
+    x_loads = [a for a in accesses if isinstance(a, BufferLoad) and a.buffer.name == "x"]
+    assert [ld.dtype.lanes for ld in x_loads] == [accumulator_lanes()]
+    assert isinstance(x_loads[0].indices[0], Ramp) and x_loads[0].indices[0].stride.value == 1
+    partials = [a for a in accesses if isinstance(a, BufferStore) and ".rf" in a.buffer.name]
+    assert {a.buffer.scope for a in partials} == {"local"}  # in registers, per row
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 512), (3, 7, 1000), (2, 77)])
+def test_softmax_over_rows_is_one_pass_per_row(shape):
+    x = floats(*shape)
+    m = make_model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], [("x", x)], ["out"])
+    compiled = compiled_matches_onnxruntime(m, [("x", x)], rtol=1e-5, atol=1e-6)
+    kernel = the_kernel(compiled, "Softmax")
+    # the maximum, the exponentials (once), their sum and the quotients in one loop over rows
+    lowered = loom.lower(compiled.lowered.module, target=compiled.target)
+    exps = []
+    for f in lowered:
+        if f.name == kernel or f.name.startswith(kernel + "_task_"):
+            post_order_visit(
+                f.body, lambda n: exps.append(n) if isinstance(n, Call) and n.op == "exp" else 0
+            )
+    assert len({e.dtype.lanes for e in exps}) == 1 and exps[0].dtype.lanes > 1
+    stores = [a for a in vector_accesses(compiled, kernel) if isinstance(a, BufferStore)]
+    assert {"softmax", "softmax.exp"} <= {a.buffer.name for a in stores}
+
+
+@pytest.mark.parametrize("shape", [(2, 50, 768), (3, 100)])
+def test_layer_normalization(shape):
+    x = floats(*shape)
+    scale, bias = floats(shape[-1]), floats(shape[-1])
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["out"], axis=-1)
+    m = make_model([node], [("x", x)], ["out"], {"scale": scale, "bias": bias})
+    compiled = compiled_matches_onnxruntime(m, [("x", x)], rtol=1e-4, atol=1e-4)
+    kernel = compiled.kernels[0]
+    kinds = loop_kinds(kernels(compiled)[kernel])
+    assert kinds.count(ForKind.PARALLEL) == (x.size >= 4096) and ForKind.VECTORIZED in kinds
+    accesses = vector_accesses(compiled, kernel)
+    loads = [a for a in accesses if isinstance(a, BufferLoad)]
+    assert any(ld.buffer.name == "x" and ld.indices[0].stride.value == 1 for ld in loads)
+    # the moments are computed per row, inside the loop over the rows
+    moments = {a.buffer.name: a.buffer.scope for a in accesses if "layer_norm." in a.buffer.name}
+    assert {"layer_norm.sum.rf", "layer_norm.squares.rf"} <= set(moments)
+    assert set(moments.values()) == {"local"}

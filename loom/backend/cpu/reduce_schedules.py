@@ -1,0 +1,374 @@
+"""The CPU's schedules for a model's row reductions: vector accumulators along the reduced row.
+
+A *row reduction* reduces, for each output element, a run of elements contiguous in memory:
+ReduceSum/Mean/Max/Min over the last axes, Softmax's maximum and sum over the last axis,
+LayerNormalization's sum and sum of squares, a global pooling, a dot product with both operands
+contiguous. The default schedule computes each output element as one dependent chain of scalar
+steps; group_schedules.py vectorizes a reduction only along the output's contiguous axis. Here
+the row is cut in vectors of `lanes` elements (ACCUMULATOR_REGISTERS registers: independent
+additions that hide each other's latency), with `rfactor`:
+
+    B.rf[i, l]  = sum(A[i, o * lanes + l] for o)       the accumulators, one vector per row
+    B.rf_1[i, m] = sum(B.rf[i, o * register + m] for o)  ... combined in halves down to 2 lanes
+    B[i]        = B.rf_n[i, 0] + B.rf_n[i, 1]
+
+the accumulators computed inside the loop over the rows (in registers: a local buffer of one
+vector), the rows in parallel when there is enough work. A row whose length the vector does not
+divide masks its last vector only (the guard is `likely`: the vectorizer peels that iteration).
+
+Reassociation: a float sum (or product) is computed in another order than the default
+schedule's: element j of a row is added to accumulator lane j mod `lanes` in order, the lanes
+are then added pairwise (a tree of log2(lanes) levels). Its error bound, (n / lanes +
+log2(lanes)) * 2^-24 * sum(|x|) for float32, is smaller than the sequential order's
+(n - 1) * 2^-24 * sum(|x|); onnxruntime's MLAS reassociates alike. Max, min and integer
+reductions give the default schedule's result exactly (docs/schedules.md, "rfactor").
+
+A reduction this module takes is scheduled entirely (with the element-wise output it is
+computed in, if any); group_schedules.py schedules every other stage.
+"""
+
+from __future__ import annotations
+
+import math
+
+from loom.backend.cpu import group_schedules
+from loom.backend.cpu.group_schedules import (
+    VECTOR_REDUCTION_SPEEDUP,
+    _reads,
+    _stride,
+    _vector_bytes,
+)
+from loom.te.schedule import AttachType, Schedule, Stage
+from loom.te.tensor import ComputeOp, IterVar, Reduce
+
+ACCUMULATOR_REGISTERS = 4
+"""A row's accumulators fill this many vector registers: four independent additions in flight
+hide an addition's latency (4 cycles) at two loads per cycle; the vectorizer's widest vector
+(VECTOR_REGISTERS) too, so that it needs no chunks."""
+
+MAX_SHARED_ROW_BYTES = 64 * 1024
+"""The largest row of an intermediate computed once per row into a local (stack) buffer."""
+
+MIN_ROW_REGISTERS = 2
+"""Rows shorter than this many vector registers stay with group_schedules.py (scalar chains):
+a vector's setup and its combination cost more than they save."""
+
+
+def schedule(s: Schedule, target) -> None:
+    """Schedule, in place, the row reductions of `s` (see the module docstring); leave the
+    other stages untouched for group_schedules.py."""
+    vector_bytes = _vector_bytes(target)
+    rows: dict[Stage, list[IterVar]] = {}
+    for stage in s.stages:
+        row = _row_axes(s, stage, vector_bytes)
+        if row is not None:
+            rows[stage] = row
+    groups = [(out, group) for out in list(s.stages) if (group := _row_group(s, out, rows))]
+    grouped = {member for _, group in groups for member in group}
+    for out, group in groups:
+        _schedule_row_group(s, out, group, rows, vector_bytes)
+    for stage, row in rows.items():
+        if stage not in grouped:
+            host = _host(s, stage)
+            rows_loop = _parallel_rows(s, host, stage)
+            _schedule_row_reduction(s, stage, row, host, rows_loop, vector_bytes)
+
+
+# -- what a row reduction is ----------------------------------------------------------------------
+
+
+def _untouched(stage: Stage) -> bool:
+    return (
+        not stage.relations
+        and not stage.loop_kinds
+        and not stage.pragmas
+        and stage.tensorized is None
+        and not stage.rfactored
+    )
+
+
+def _host(s: Schedule, stage: Stage) -> Stage | None:
+    """The stage whose loops run over the reduction's rows: the reduction itself at the root,
+    or the element-wise output the default schedule computes it in (ReduceMean's division);
+    None for any other placement."""
+    if stage.attach_type == AttachType.ROOT:
+        return stage
+    parent = stage.attach_stage
+    if (
+        stage.attach_type != AttachType.SCOPE
+        or not parent.is_output
+        or parent.attach_type != AttachType.ROOT
+        or not _untouched(parent)
+        or isinstance(parent.op.body, Reduce)
+        or stage.attach_ivar is not parent.op.axis[-1]
+        or [int(d) for d in parent.op.shape] != [int(d) for d in stage.op.shape]
+        or any(st.attach_stage is parent and st is not stage for st in s.stages)
+    ):
+        return None
+    return parent
+
+
+def _row_axes(s: Schedule, stage: Stage, vector_bytes: int) -> list[IterVar] | None:
+    """The reduction axes of `stage` that run along one contiguous row of every load that moves
+    with them (the innermost ones); None if `stage` is not a row reduction to schedule here."""
+    op = stage.op
+    if (
+        not isinstance(op, ComputeOp)
+        or not isinstance(op.body, Reduce)
+        or not _untouched(stage)
+        or op.dtype.is_bool
+        or _host(s, stage) is None
+    ):
+        return None
+    loads = _reads(s, op.body).loads
+    if not loads:
+        return None
+    axes = list(op.reduce_axis)
+    last = axes[-1]
+    steps = [_stride(ld, last.var) for ld in loads]
+    if any(m not in (0, 1) for m in steps) or 1 not in steps:
+        return None
+    if _contiguous_along_output(op, loads):
+        return None  # group_schedules.py's vector accumulators along the output, in order
+    row = [last]
+    for outer in reversed(axes[:-1]):  # with the axes just outside, while rows stay adjacent
+        inner = row[0]
+        extent = inner.dom.extent.value
+        steps = [(_stride(ld, outer.var), _stride(ld, inner.var)) for ld in loads]
+        if any(o is None or i is None or o != i * extent for o, i in steps):
+            break
+        row.insert(0, outer)
+    if _row_length(row) < MIN_ROW_REGISTERS * _register_lanes(op, vector_bytes):
+        return None
+    return row
+
+
+def _contiguous_along_output(op: ComputeOp, loads) -> bool:
+    """True if the loads run contiguously along the output's innermost axis longer than 1."""
+    long_axes = [iv for iv in op.axis if iv.dom.extent.value > 1]
+    if not long_axes:
+        return False
+    steps = [_stride(ld, long_axes[-1].var) for ld in loads]
+    return all(m in (0, 1) for m in steps) and 1 in steps
+
+
+def _vector_steps(s: Schedule, stage: Stage) -> int:
+    """The work of one element of a reduction in vector accumulators, in simple operations."""
+    steps = math.prod(iv.dom.extent.value for iv in stage.op.reduce_axis)
+    return -(-steps * _reads(s, stage.op.body).cost // VECTOR_REDUCTION_SPEEDUP)
+
+
+def _row_length(row: list[IterVar]) -> int:
+    return math.prod(iv.dom.extent.value for iv in row)
+
+
+def _register_lanes(op: ComputeOp, vector_bytes: int) -> int:
+    """How many accumulator elements fill one vector register."""
+    return max(1, vector_bytes // max(1, op.dtype.itemsize))
+
+
+def _accumulator_lanes(length: int, register: int) -> int:
+    """The accumulators' vector: the longest power of two of at most ACCUMULATOR_REGISTERS
+    registers that divides the row, if it fills a register; else that many registers (or the
+    row, if shorter) with the last vector of each row masked."""
+    widest = ACCUMULATOR_REGISTERS * register
+    lanes = 1
+    while lanes * 2 <= widest and length % (lanes * 2) == 0:
+        lanes *= 2
+    if lanes >= register:
+        return lanes
+    return min(widest, 1 << (length.bit_length() - 1))
+
+
+# -- a row group: reductions computed row by row inside their element-wise output ------------------
+
+
+def _readers(s: Schedule, stage: Stage) -> list[Stage]:
+    """The stages reading `stage`, looking through inlined stages."""
+    out: list[Stage] = []
+    for reader in s.readers(stage):
+        found = _readers(s, reader) if reader.attach_type == AttachType.INLINE else [reader]
+        out += [r for r in found if r not in out]
+    return out
+
+
+def _reads_by_rows(s: Schedule, reader: Stage, member: Stage, row_vars: list) -> bool:
+    """True if `reader` (looking through inlined stages) reads `member` only at the element of
+    its own row: indexed by `row_vars`, the reader's first loop variables."""
+    loads = _reads(s, reader.op.body).loads
+    if loads is None:
+        return False
+    return all(list(ld.indices) == row_vars for ld in loads if ld.tensor.op is member.op)
+
+
+def _row_group(s: Schedule, out: Stage, rows: dict[Stage, list[IterVar]]) -> list[Stage]:
+    """The row reductions to compute inside the loop over the rows of element-wise output `out`
+    (Softmax's maximum and sum, LayerNormalization's moments): read only by `out` and by
+    each other, each element of a row of `out` reading its row's values. Empty if none."""
+    op = out.op
+    if (
+        not out.is_output
+        or not isinstance(op, ComputeOp)
+        or isinstance(op.body, Reduce)
+        or out.attach_type != AttachType.ROOT
+        or not _untouched(out)
+        or any(st.attach_stage is out for st in s.stages)
+    ):
+        return []
+    members = [
+        st
+        for st in rows
+        if st.attach_type == AttachType.ROOT and not st.is_output and s.reaches(st, out)
+    ]
+    if not members:
+        return []
+    depth = len(members[0].op.axis)
+    if depth == 0 or any(
+        [int(d) for d in m.op.shape] != [int(d) for d in op.shape[:depth]] for m in members
+    ):
+        return []
+    for m in members:
+        for reader in _readers(s, m):
+            if reader is out:
+                row_vars = [iv.var for iv in op.axis[:depth]]
+            elif reader in members:
+                row_vars = [iv.var for iv in reader.op.axis]
+            else:
+                return []
+            if not _reads_by_rows(s, reader, m, row_vars):
+                return []
+    return members
+
+
+def _shared_intermediates(s: Schedule, out: Stage, group: list[Stage]) -> list[Stage]:
+    """Inlined stages of `out`'s shape with a library call (Softmax's exp) read by `out` and
+    a reduction of the group: computed once per row into a local buffer (at most
+    MAX_SHARED_ROW_BYTES), instead of once for each reader."""
+    depth = len(group[0].op.axis)
+    row_bytes = math.prod(int(d) for d in out.op.shape[depth:]) * out.op.dtype.itemsize
+    found = []
+    for st in s.stages:
+        if (
+            st.attach_type == AttachType.INLINE
+            and [int(d) for d in st.op.shape] == [int(d) for d in out.op.shape]
+            and row_bytes * st.op.dtype.itemsize // out.op.dtype.itemsize <= MAX_SHARED_ROW_BYTES
+            and _reads(s, st.op.body).library_calls
+            and len([r for r in s.readers(st) if r is out or r in group]) > 1
+        ):
+            found.append(st)
+    return found
+
+
+def _vectorize_row(stage: Stage, axes: list[IterVar], vector_bytes: int) -> None:
+    """The stage's loops `axes` (a row) fused and computed in vectors."""
+    loop = _fuse(stage, axes)
+    if loop is None:
+        return
+    extent = _row_length(axes)
+    register = _register_lanes(stage.op, vector_bytes)
+    lanes = min(ACCUMULATOR_REGISTERS * register, 1 << (extent.bit_length() - 1))
+    if lanes < extent:
+        _, loop = stage.split(loop, factor=lanes)
+    stage.vectorize(loop)
+
+
+def _schedule_row_group(
+    s: Schedule,
+    out: Stage,
+    group: list[Stage],
+    rows: dict[Stage, list[IterVar]],
+    vector_bytes: int,
+) -> None:
+    """One loop over the rows of `out` (parallel with enough work): per row, the group's
+    reductions in vector accumulators, the shared intermediates, then the row of `out` in
+    vectors; a row read again stays in the cache."""
+    depth = len(group[0].op.axis)
+    shared = _shared_intermediates(s, out, group)
+    reads = _reads(s, out.op.body)
+    row_elements = math.prod(int(d) for d in out.op.shape[depth:])
+    per_element = reads.cost + sum(_vector_steps(s, m) for m in group) // max(1, row_elements)
+    inner = list(out.op.axis[depth:])
+    row_loop = _fuse(out, list(out.op.axis[:depth]))
+    if group_schedules._worth_parallel(out.op, per_element):
+        out.parallel(row_loop)
+    for m in group:
+        _schedule_row_reduction(s, m, rows[m], out, row_loop, vector_bytes)
+    for st in shared:
+        st.compute_at(out, row_loop)
+        st.set_scope("local")
+        _vectorize_row(st, list(st.op.axis[depth:]), vector_bytes)
+    _vectorize_row(out, inner, vector_bytes)
+
+
+# -- scheduling -----------------------------------------------------------------------------------
+
+
+def _parallel_rows(s: Schedule, host: Stage, stage: Stage) -> IterVar | None:
+    """The host's loops fused into one loop over the rows, parallel with enough work."""
+    rows = _fuse(host, list(host.op.axis))
+    per_element = _vector_steps(s, stage)
+    if rows is not None and group_schedules._worth_parallel(host.op, per_element):
+        host.parallel(rows)
+    return rows
+
+
+def _schedule_row_reduction(
+    s: Schedule,
+    stage: Stage,
+    row: list[IterVar],
+    host: Stage,
+    rows: IterVar | None,
+    vector_bytes: int,
+) -> None:
+    """`stage` reduced in vector accumulators, computed per iteration of loop `rows` of `host`
+    (itself, or a stage it is computed in)."""
+    op: ComputeOp = stage.op
+    tensor = stage.origin_op.output(0)  # the name the schedule knows the stage by
+    register = _register_lanes(op, vector_bytes)
+    length = _row_length(row)
+    lanes = _accumulator_lanes(length, register)
+    if host is not stage:
+        stage.compute_at(host, rows)
+        stage.set_scope("local")
+    # the loop of the reduction's own that runs over one row
+    at = rows if host is stage else stage.op.axis[-1]
+
+    # the accumulators: one vector per row, its elements spread over their lanes
+    fused = _fuse(stage, row)
+    if lanes < length:
+        _, fused = stage.split(fused, factor=lanes)
+    width = lanes
+    _partials(s, tensor, fused, at)
+    # their combination: halves of the vector added down to two lanes
+    while width > 2:
+        half = register if width > register else width // 2
+        _, inner = stage.split(stage.op.reduce_axis[0], factor=half)
+        partial = _partials(s, tensor, inner, at)
+        s[partial].unroll(s[partial].op.reduce_axis[0])
+        width = half
+    stage.unroll(stage.op.reduce_axis[0])
+
+
+def _fuse(stage: Stage, axes: list[IterVar]) -> IterVar | None:
+    if not axes:
+        return None
+    return stage.fuse(*axes) if len(axes) > 1 else axes[0]
+
+
+def _partials(s: Schedule, tensor, axis: IterVar, at: IterVar | None):
+    """rfactor `tensor` over `axis`: partial results along the last axis of a stage computed
+    per row (at loop `at` of the reduction, in a local buffer) with its lanes innermost and
+    vectorized."""
+    stage = s[tensor]
+    partial = s.rfactor(tensor, axis, factor_axis=len(stage.op.axis))
+    ps = s[partial]
+    lanes = ps.op.axis[-1]
+    ps.reorder(*[v for v in ps.leaf_iter_vars if v is not lanes], lanes)
+    ps.vectorize(lanes)
+    if at is not None:
+        ps.compute_at(stage, at)
+        ps.set_scope("local")
+    return partial
+
+
+__all__ = ["ACCUMULATOR_REGISTERS", "MIN_ROW_REGISTERS", "schedule"]
