@@ -1,19 +1,34 @@
-"""Schedules for CPUs: a packed, register-blocked matmul and a streaming elementwise kernel.
+"""Schedules for CPUs: a register-blocked matmul and a streaming elementwise kernel.
 
 Both return `(schedule, args)` ready for `loom.build`. The tile sizes are parameters; the
-defaults suit x86-64 with AVX2 or AVX-512 and AArch64 NEON (the vector loops are split to the
-target's vector width by LLVM).
+matmul's defaults come from the target's vector registers (dense_tiles.py), the elementwise
+kernel's suit x86-64 with AVX2 or AVX-512 and AArch64 NEON (LLVM splits its vector loops to
+the target's vector width).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from loom import te
+from loom.backend.cpu.dense_tiles import VectorUnit, choose_tile
 from loom.ir.expr import PrimExpr
 from loom.ops.nn import elementwise
 from loom.te.schedule import Schedule
 from loom.te.tensor import Tensor
+
+if TYPE_CHECKING:  # loom.target registers the target kinds, which import this module
+    from loom.target.target import Target
+
+
+PACK_MIN_ROWS = 256
+"""The matmul strategy packs B (a copy of k x n elements per call) from this many rows of A:
+below, the copy costs more than the contiguous panels save. Measured on Zen 4, one thread
+(GFLOP/s packed vs not): 512^3 106 vs 99, 256x1024x1024 97 vs 87, but 128x512x512 104 vs
+109 and 64x1024x1024 82 vs 87; a matrix-vector product streams B once anyway."""
 
 
 def matmul(
@@ -22,56 +37,122 @@ def matmul(
     k: int,
     dtype: str = "float32",
     *,
-    rows: int = 8,
-    cols: int = 32,
-    k_unroll: int = 4,
+    rows: int | None = None,
+    cols: int | None = None,
+    k_unroll: int | None = None,
     parallel: bool = True,
+    target: Target | None = None,
+    pack: bool | None = None,
+    prepacked: bool = False,
 ) -> tuple[Schedule, list[Tensor]]:
-    """C = A @ B with B packed into panels of `cols` columns, and a micro-kernel computing a
-    `rows` x `cols` tile of C in registers.
+    """C = A @ B, a `rows` x `cols` tile of C at a time in vector registers (dense_tiles.py;
+    None: chosen from `target`'s vector registers, None: this machine's).
 
-    - packedB[p, k, c] = B[k, p*cols + c]: each panel is contiguous, read with vector loads;
-    - C is cached in a `local` (stack) tile of rows x cols, computed at the tile loop; the rows
-      and the unrolled reduction steps are unrolled and the columns vectorized, so every access
-      to the tile has a constant index and LLVM keeps the whole tile in vector registers;
-    - panels run in parallel; the tile is copied out with vector stores.
+    - B is read in panels of `cols` columns. With `pack` (None: from PACK_MIN_ROWS rows of A on)
+      the kernel first copies B into contiguous panels, packedB[p, k, c] = B[k, p*cols + c]
+      (zero past n); with `prepacked`, the kernel's B argument already is that array
+      (`pack_weights(b, cols)`, shape (panels, k, cols)): constant weights packed once;
+      otherwise each step reads its vectors from B's row (a matrix-vector product, m == 1,
+      streams B that way).
+    - The tile of C is a `local` (stack) buffer computed at the tile loop; its rows, its vectors
+      and `k_unroll` steps of the reduction are unrolled and its columns vectorized a register
+      at a time, so that every access to it has a constant index and LLVM keeps it in vector
+      registers; the reduction keeps its order (each element sums k = 0, 1, ... in turn).
+    - The tiles run in parallel (panels outermost: a thread's tiles share panels); the tile
+      is copied out with vector stores.
     """
-    A = te.placeholder((m, k), dtype, name="A")
-    B = te.placeholder((k, n), dtype, name="B")
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"matmul: {name} must be a positive int, got {value!r}")
+    tile = choose_tile(m, n, k, dtype, VectorUnit.of(target))
+    rows = rows or tile.rows
+    cols = cols or tile.cols
+    k_unroll = k_unroll or tile.k_unroll
+    lanes = tile.lanes if cols % tile.lanes == 0 else cols
+    if pack is None:
+        pack = m >= PACK_MIN_ROWS and not prepacked
+    if pack and prepacked:
+        raise ValueError("matmul: pack and prepacked exclude each other (B is packed already)")
     panels = -(-n // cols)
-    packed = te.compute(
-        (panels, k, cols),
+    A = te.placeholder((m, k), dtype, name="A")
+    if prepacked:
+        B = te.placeholder((panels, k, cols), dtype, name="B")
+        panel = B
+    else:
+        B = te.placeholder((k, n), dtype, name="B")
+        panel = _packed(B, cols) if pack else None
+    r = te.reduce_axis(k, name="k")
+    if panel is None:
+        C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    else:
+        C = te.compute(
+            (m, n), lambda i, j: te.sum(A[i, r] * panel[j // cols, r, j % cols], axis=r), name="C"
+        )
+    s = te.create_schedule(C.op)
+    acc = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], rows, cols)
+    s[C].reorder(jo, io, ii, ji)
+    tiles = s[C].fuse(jo, io)
+    s[C].unroll(ii)
+    _vectorize_columns(s[C], ji, cols, lanes)
+    s[acc].compute_at(s[C], tiles)
+    ti, tj = s[acc].op.axis
+    (tk,) = s[acc].op.reduce_axis
+    ko, ki = s[acc].split(tk, factor=k_unroll)
+    s[acc].reorder(ko, ki, ti, tj)
+    s[acc].unroll(ki)
+    s[acc].unroll(ti)
+    _vectorize_columns(s[acc], tj, cols, lanes)
+    if parallel:
+        s[C].parallel(tiles)
+    if pack:
+        p, _, c = s[panel].op.axis
+        s[panel].vectorize(c)
+        if parallel:
+            s[panel].parallel(p)
+    return s, [A, B, C]
+
+
+def _packed(B: Tensor, cols: int) -> Tensor:
+    """B's columns in panels of `cols`, each contiguous: packedB[p, k, c] = B[k, p*cols + c]."""
+    k, n = (int(d) for d in B.shape)
+    zero = te.const(0, B.dtype)
+    return te.compute(
+        (-(-n // cols), k, cols),
         lambda p, r, c: (
-            te.if_then_else(p * cols + c < n, B[r, p * cols + c], te.const(0, dtype))
+            te.if_then_else(p * cols + c < n, B[r, p * cols + c], zero)
             if n % cols
             else B[r, p * cols + c]
         ),
         name="packedB",
     )
-    r = te.reduce_axis(k, name="k")
-    C = te.compute(
-        (m, n), lambda i, j: te.sum(A[i, r] * packed[j // cols, r, j % cols], axis=r), name="C"
-    )
-    s = te.create_schedule(C.op)
-    tile = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], rows, cols)
-    s[C].reorder(jo, io, ii, ji)
-    s[C].unroll(ii)
-    s[C].vectorize(ji)
-    s[tile].compute_at(s[C], io)
-    ti, tj = s[tile].op.axis
-    (tk,) = s[tile].op.reduce_axis
-    ko, ki = s[tile].split(tk, factor=k_unroll)
-    s[tile].reorder(ko, ki, ti, tj)
-    s[tile].unroll(ki)
-    s[tile].unroll(ti)
-    s[tile].vectorize(tj)
-    p, _, c = s[packed].op.axis
-    s[packed].vectorize(c)
-    if parallel:
-        s[C].parallel(jo)
-        s[packed].parallel(p)
-    return s, [A, B, C]
+
+
+def _vectorize_columns(stage, axis, extent: int, lanes: int) -> None:
+    """Vectorize `axis` (`extent` iterations) a register (`lanes`) at a time, the registers
+    unrolled."""
+    if extent > lanes and extent % lanes == 0:
+        outer, inner = stage.split(axis, factor=lanes)
+        stage.unroll(outer)
+        stage.vectorize(inner)
+    else:
+        stage.vectorize(axis)
+
+
+def pack_weights(b: np.ndarray, cols: int) -> np.ndarray:
+    """B (k x n) in the layout `matmul(..., prepacked=True)` reads: panels of `cols` columns,
+    out[p, k, c] = b[k, p*cols + c], zero past n. `cols` is the last dimension of that
+    matmul's B argument."""
+    b = np.asarray(b)
+    if b.ndim != 2:
+        raise ValueError(f"pack_weights: b must be a matrix, got shape {b.shape}")
+    if not isinstance(cols, int) or cols < 1:
+        raise ValueError(f"pack_weights: cols must be a positive int, got {cols!r}")
+    k, n = b.shape
+    panels = -(-n // cols)
+    padded = np.zeros((k, panels * cols), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, cols).transpose(1, 0, 2))
 
 
 def elementwise_kernel(

@@ -18,6 +18,7 @@ from loom.graph.passes.fold_constants import fold_constants, fold_constants_keep
 from loom.graph.passes.fold_qdq import fold_qdq
 from loom.graph.passes.fuse import fuse
 from loom.graph.passes.infer_types import infer_types
+from loom.graph.passes.pack_weights import pack_weights
 from loom.graph.passes.partition import partition
 from loom.graph.passes.simplify import simplify
 
@@ -39,6 +40,7 @@ def pipeline(backend=None) -> list[GraphPass | Phase]:
         simplify,
         fold_qdq,  # DQ -> Conv -> Q as QLinearConv (and MatMul as QLinearMatMul)
         fold_constants,  # simplify made new constants (folded batch norms, merged shapes)
+        pack_weights,  # constant weights in the layout the kernels read (Gemm's transB)
         eliminate_dead,
         Phase("simplified"),  # no constant-foldable node, no dead node left
         functools.partial(partition, backend=backend),

@@ -1,0 +1,316 @@
+"""Matrix products on the CPU: the `matmul` strategy (loom/backend/cpu/strategies.py), the
+register tiles (dense_tiles.py), the model kernels' schedules (dense_schedules.py) and the
+graph pass giving Gemm a constant B it reads untransposed (loom/graph/passes/pack_weights.py).
+Results against numpy and onnxruntime; the kernels checked for register tiles of vectors."""
+
+import numpy as np
+import pytest
+
+import loom
+from loom.backend.cpu import group_schedules
+from loom.backend.cpu import strategies as cpu
+from loom.backend.cpu.dense_tiles import VectorUnit, choose_tile
+from loom.graph.ir import Graph, Node
+from loom.graph.passes.pack_weights import pack_weights
+from loom.ir.expr import BufferLoad
+from loom.ir.stmt import Allocate, BufferStore, For, ForKind
+from loom.ir.visitor import children, post_order_visit
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+RNG = np.random.default_rng(0)
+HOST = loom.target.Target("llvm")
+LANES = VectorUnit.of(HOST).lanes("float32")
+
+
+def floats(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+# -- the strategy ---------------------------------------------------------------------------------
+
+
+def run_strategy(m, n, k, target="llvm", **options):
+    sch, args = cpu.matmul(m, n, k, target=loom.target.Target(target), **options)
+    mod = loom.build(sch, args, target=target, name="mm")
+    a, b = floats(m, k), floats(k, n)
+    b_arg = cpu.pack_weights(b, int(args[1].shape[2])) if options.get("prepacked") else b
+    c = np.full((m, n), np.nan, np.float32)
+    mod["mm"](a, b_arg, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    return mod
+
+
+@pytest.mark.parametrize(
+    "m, n, k",
+    [(1, 1, 1), (1, 1000, 300), (1, 17, 5), (2, 3, 4), (37, 45, 29), (64, 128, 64), (33, 130, 67)],
+)
+@pytest.mark.parametrize("layout", ["auto", "pack", "direct", "prepacked"])
+def test_strategy_matches_numpy(m, n, k, layout):
+    options = {"auto": {}, "pack": {"pack": True}, "direct": {"pack": False}}
+    run_strategy(m, n, k, **options.get(layout, {"prepacked": True}))
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell -mattr=+avx2,+fma", "llvm"])
+def test_strategy_tiles_follow_the_target(target):
+    run_strategy(40, 72, 24, target=target, pack=False)
+    sch, args = cpu.matmul(40, 72, 24, target=loom.target.Target(target), pack=False)
+    lanes = VectorUnit.of(loom.target.Target(target)).lanes("float32")
+    widths = {x.dtype.lanes for x in vector_accesses(loom.lower(sch, args, target=target))}
+    assert widths == {lanes}, widths
+
+
+def test_strategy_packs_b_only_for_many_rows():
+    sch, args = cpu.matmul(1, 256, 64)
+    assert [t.op.name for t in args] == ["A", "B", "C"]
+    assert "packedB" not in {st.op.name for st in sch.stages}
+    sch, _ = cpu.matmul(cpu.PACK_MIN_ROWS, 256, 64)
+    assert "packedB" in {st.op.name for st in sch.stages}
+
+
+def test_strategy_rejects_bad_options():
+    with pytest.raises(ValueError, match="m must be a positive int"):
+        cpu.matmul(0, 4, 4)
+    with pytest.raises(ValueError, match="exclude each other"):
+        cpu.matmul(4, 4, 4, pack=True, prepacked=True)
+    with pytest.raises(ValueError, match="b must be a matrix"):
+        cpu.pack_weights(np.zeros(3, np.float32), 16)
+    with pytest.raises(ValueError, match="cols must be a positive int"):
+        cpu.pack_weights(np.zeros((3, 3), np.float32), 0)
+
+
+def test_pack_weights_layout():
+    b = np.arange(3 * 5, dtype=np.float32).reshape(3, 5)
+    packed = cpu.pack_weights(b, 2)
+    assert packed.shape == (3, 3, 2)
+    np.testing.assert_array_equal(packed[1], b[:, 2:4])
+    np.testing.assert_array_equal(packed[2], np.stack([b[:, 4], np.zeros(3)], axis=1))
+
+
+def test_tiles_divide_the_rows_and_columns_when_they_can():
+    avx512, avx2 = VectorUnit(64, 32), VectorUnit(32, 16)
+    tile = choose_tile(1024, 1024, 1024, "float32", avx512)
+    assert (tile.rows, tile.cols, tile.k_unroll) == (4, 64, 4)
+    assert choose_tile(1, 1024, 1024, "float32", avx512).rows == 1
+    tile = choose_tile(128, 80, 7, "float32", avx512)  # 5 vectors: the whole row
+    assert tile.cols == 80 and tile.k_unroll == 1 and 128 % tile.rows == 0
+    tile = choose_tile(96, 1024, 64, "float32", avx2)
+    assert tile.lanes == 8 and tile.rows * tile.vectors <= 12 and 96 % tile.rows == 0
+
+
+# -- model kernels ---------------------------------------------------------------------------------
+
+
+def make_model(nodes, inputs, outputs, initializers=None):
+    graph = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, x.shape) for n, x in inputs],
+        [helper.make_empty_tensor_value_info(n) for n in outputs],
+        [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def compiled_matches_onnxruntime(m, feeds):
+    compiled = loom.compile(m, target="llvm")
+    got = compiled(**feeds)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    for g, w in zip(got.values(), want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    return compiled
+
+
+def vector_accesses(module) -> list:
+    """The vector loads and stores of a module lowered for its target."""
+    found = []
+
+    def record(n):
+        if isinstance(n, BufferLoad) and n.dtype.lanes > 1:
+            found.append(n)
+        elif isinstance(n, BufferStore) and n.value.dtype.lanes > 1:
+            found.append(n.value)
+
+    for f in module:
+        post_order_visit(f.body, record)
+    return found
+
+
+def kernel_of(compiled, *ops):
+    names = [g["kernel"] for g in compiled.info.groups if tuple(g["ops"]) == tuple(ops)]
+    assert len(names) == 1, [g["ops"] for g in compiled.info.groups]
+    return next(f for f in compiled.lowered.module if f.name == names[0])
+
+
+def unrolled_around_vectors(stmt) -> list[int]:
+    """For each vectorized loop, how many unrolled loops enclose it."""
+    found = []
+
+    def visit(n, depth):
+        if isinstance(n, For):
+            if n.kind == ForKind.VECTORIZED:
+                found.append(depth)
+                return
+            depth += n.kind == ForKind.UNROLLED
+        for child in children(n):
+            visit(child, depth)
+
+    visit(stmt, 0)
+    return found
+
+
+def assert_register_tile(func):
+    """The kernel accumulates in a local tile, its vectors of one register each, inside
+    unrolled loops over the reduction's steps and the tile's rows or registers (the default
+    loops and group_schedules.py unroll one loop at most): a regression fails."""
+    loops, locals_ = [], []
+    post_order_visit(func.body, lambda n: loops.append(n) if isinstance(n, For) else None)
+    post_order_visit(func.body, lambda n: locals_.append(n) if isinstance(n, Allocate) else None)
+    assert any(a.buffer.scope == "local" for a in locals_), [a.buffer for a in locals_]
+    vector = [f for f in loops if f.kind == ForKind.VECTORIZED]
+    assert vector and all(int(f.extent.value) <= LANES for f in vector), vector
+    assert max(unrolled_around_vectors(func.body)) >= 2
+
+
+MATMULS = [(1, 64, 32), (1, 1024, 1024), (37, 300, 80), (64, 128, 512), (5, 7, 17), (130, 33, 250)]
+
+
+@pytest.mark.parametrize("m, k, n", MATMULS)
+def test_matmul_with_constant_weights(m, k, n):
+    a, b = floats(m, k), floats(k, n)
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["out"])], [("a", a)], ["out"], {"b": b}
+    )
+    compiled = compiled_matches_onnxruntime(model, {"a": a})
+    if n >= LANES:
+        assert_register_tile(kernel_of(compiled, "MatMul"))
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((8, 64, 48), (48, 40)),
+        ((4, 33, 20), (4, 20, 64)),
+        ((2, 3, 17, 32), (2, 3, 32, 17)),
+        ((2, 1, 16, 8), (3, 8, 32)),
+    ],
+)
+def test_batch_matmul_of_two_inputs(a_shape, b_shape):
+    a, b = floats(*a_shape), floats(*b_shape)
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["out"])], [("a", a), ("b", b)], ["out"]
+    )
+    compiled = compiled_matches_onnxruntime(model, {"a": a, "b": b})
+    if b_shape[-1] >= LANES:
+        assert_register_tile(kernel_of(compiled, "MatMul"))
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("constant_b", [True, False])
+@pytest.mark.parametrize(
+    "alpha, beta, bias", [(1.0, 1.0, None), (0.5, 2.0, "row"), (1.0, 1.0, "matrix")]
+)
+def test_gemm(trans_a, trans_b, constant_b, alpha, beta, bias):
+    m, k, n = 24, 40, 48
+    a = floats(*((k, m) if trans_a else (m, k)))
+    b = floats(*((n, k) if trans_b else (k, n)))
+    inputs, inits = [("a", a)], {}
+    (inits.__setitem__("b", b) if constant_b else inputs.append(("b", b)))
+    names = ["a", "b"]
+    if bias is not None:
+        inits["c"] = floats(n) if bias == "row" else floats(m, n)
+        names.append("c")
+    node = helper.make_node(
+        "Gemm", names, ["out"], transA=trans_a, transB=trans_b, alpha=alpha, beta=beta
+    )
+    compiled = compiled_matches_onnxruntime(
+        make_model([node], inputs, ["out"], inits), dict(inputs)
+    )
+    if not trans_a and (constant_b or not trans_b):  # B's rows contiguous in the kernel
+        assert_register_tile(kernel_of(compiled, "Gemm"))
+
+
+@pytest.mark.parametrize("n", [80, 256])
+def test_a_one_row_gemm_streams_b_by_rows(n):
+    """A batch-1 dense layer (transposed constant weights, bias): the row's accumulators are
+    updated with the loop over the row inside the reduction's (dense_schedules.py)."""
+    a, w, bias = floats(1, 40), floats(n, 40), floats(n)
+    node = helper.make_node("Gemm", ["a", "w", "bias"], ["out"], transB=1)
+    model = make_model([node], [("a", a)], ["out"], {"w": w, "bias": bias})
+    compiled = compiled_matches_onnxruntime(model, {"a": a})
+    kernel = kernel_of(compiled, "Gemm")
+    assert_register_tile(kernel)
+    loops = []
+    post_order_visit(kernel.body, lambda n: loops.append(n) if isinstance(n, For) else None)
+    k_outer = next(f for f in loops if f.loop_var.name == "k.outer")
+    inner = []
+    post_order_visit(k_outer.body, lambda n: inner.append(n) if isinstance(n, For) else None)
+    assert any(f.loop_var.name.startswith("j") for f in inner)  # the row inside the steps
+
+
+def test_a_matmul_with_its_epilogue_in_one_kernel():
+    a, b, bias = floats(2, 50, 64), floats(64, 96), floats(96)
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["p"]),
+        helper.make_node("Add", ["p", "bias"], ["s"]),
+        helper.make_node("Relu", ["s"], ["out"]),
+    ]
+    compiled = compiled_matches_onnxruntime(
+        make_model(nodes, [("a", a)], ["out"], {"b": b, "bias": bias}), {"a": a}
+    )
+    assert_register_tile(kernel_of(compiled, "MatMul", "Add", "Relu"))
+
+
+def test_a_big_product_runs_in_parallel(monkeypatch):
+    monkeypatch.setattr(group_schedules, "PARALLEL_MIN_WORK", 1 << 12)
+    a, b = floats(64, 64), floats(64, 64)
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["out"])], [("a", a)], ["out"], {"b": b}
+    )
+    compiled = compiled_matches_onnxruntime(model, {"a": a})
+    loops = []
+    post_order_visit(
+        kernel_of(compiled, "MatMul").body,
+        lambda n: loops.append(n) if isinstance(n, For) else None,
+    )
+    assert ForKind.PARALLEL in {f.kind for f in loops}
+
+
+# -- pack_weights ----------------------------------------------------------------------------------
+
+
+def gemm_graph(trans_b, constant_b=True, readers=1):
+    b = floats(6, 4) if trans_b else floats(4, 6)
+    nodes = [
+        Node("Gemm", ("a", "b"), (f"y{r}",), {"transB": trans_b} if trans_b else {})
+        for r in range(readers)
+    ]
+    return Graph(
+        ("a",) if constant_b else ("a", "b"),
+        tuple(f"y{r}" for r in range(readers)),
+        nodes,
+        {"b": b} if constant_b else {},
+    )
+
+
+def test_pack_weights_transposes_a_constant_b_once():
+    graph = gemm_graph(trans_b=1, readers=2)
+    packed = pack_weights(graph)
+    assert all(n.attr("transB", 0) == 0 for n in packed.nodes)
+    (name,) = {n.inputs[1] for n in packed.nodes}
+    assert name != "b"
+    np.testing.assert_array_equal(packed.constants[name], graph.constants["b"].T)
+    assert packed.constants[name].flags.c_contiguous
+
+
+def test_pack_weights_leaves_other_gemms():
+    for graph in (gemm_graph(trans_b=0), gemm_graph(trans_b=1, constant_b=False)):
+        assert pack_weights(graph) is graph
