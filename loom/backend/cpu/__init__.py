@@ -6,13 +6,22 @@ from __future__ import annotations
 
 from loom import abi
 from loom.backend.base import Backend, register
-from loom.backend.cpu import group_schedules, strategies
+from loom.backend.cpu import (
+    conv_schedules,
+    dense_schedules,
+    group_schedules,
+    reduce_schedules,
+    strategies,
+)
 from loom.codegen.c import compile_c
-from loom.codegen.llvm import build_llvm
+from loom.codegen.llvm import build_llvm, fast_math
 from loom.runtime.host_runtime import HOST_RUNTIME
 
 _LIBRARIES = [HOST_RUNTIME, abi.LIBM, abi.LIBC, abi.COMPILER_RUNTIME]
 _STRATEGIES = {"matmul": strategies.matmul, "elementwise": strategies.elementwise_kernel}
+_OPERATOR_SCHEDULES = (conv_schedules.schedule, dense_schedules.schedule, reduce_schedules.schedule)
+"""Schedules for the kernels whose operator they recognize; group_schedules.py then schedules
+every stage they left as the default schedule made it."""
 
 
 class LLVMBackend(Backend):
@@ -21,7 +30,8 @@ class LLVMBackend(Backend):
     vector_ir = True
     partitions = False
     replaceable = False
-    options = (*Backend.options, "llvm-loop-vectorize")  # codegen/llvm/emit.py: loop_vectorize
+    # codegen/llvm/emit.py: loop_vectorize; codegen/llvm/fast_math.py: -fp-contract, -fp-reassoc
+    options = (*Backend.options, "llvm-loop-vectorize", *fast_math.OPTIONS)
 
     def libraries(self):
         return _LIBRARIES
@@ -33,7 +43,10 @@ class LLVMBackend(Backend):
         return build_llvm(mod, target)
 
     def schedule_group(self, s, outputs, pattern, target):
-        """Parallel and vectorized loops for a model's kernels (group_schedules.py)."""
+        """Parallel and vectorized loops for a model's kernels: the operator schedules first,
+        then group_schedules.py for every stage they did not schedule."""
+        for schedule in _OPERATOR_SCHEDULES:
+            schedule(s, target)
         group_schedules.schedule_group(s, outputs, pattern, target)
 
 

@@ -1,0 +1,121 @@
+"""Re-laying out a convolution's data for its vector loop (for conv_schedules.py).
+
+Rows of whole registers: a row of 56 outputs is 3 registers and a half of float32 with
+AVX-512. LLVM splits a vector of 56 lanes into pieces of 4, and a masked last vector keeps its
+accumulators in memory (LLVM promotes no masked access to registers). So the reduction is
+computed over rows of 64 columns instead, from a copy of its input whose rows are widened with
+zeros: the 8 columns past the end are computed and never stored (the output stage still covers
+its own shape; only its last vector of a row is a masked store).
+
+Strided windows: a window read at `ow * stride + k` is a gather along the vector. The copy is
+then split into the stride's phases, `[n, c, h, p, j] = data[n, c, h, j * stride + p]`, which
+the reduction reads at `[..., k % stride, ow + k // stride]`: contiguous along `ow`.
+
+The copy replaces the padded copy the schedule makes anyway. Changing which tensor a stage
+reads is not a schedule primitive: this module builds the new stages itself (as
+`Schedule.cache_read` does) and uses `Schedule._replace_dataflow`.
+"""
+
+from __future__ import annotations
+
+from loom import te
+from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.op import floordiv, floormod
+from loom.ir.simplify import simplify
+from loom.ir.visitor import Mutator, substitute
+from loom.te.schedule import Schedule, Stage
+from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce, Tensor
+
+
+class _ReadRelaid(Mutator):
+    """Reads of `narrow` at column `ow * stride + rest` become reads of `relaid` (rows widened,
+    and with a stride, split into its phases): at `[..., rest % stride, ow + rest // stride]`,
+    contiguous along `ow`; or at the same indices without a stride."""
+
+    def __init__(self, narrow: Tensor, relaid: Tensor, ow: Var, stride: int):
+        self.narrow, self.relaid, self.ow, self.stride = narrow, relaid, ow, stride
+
+    def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
+        e = self.generic_mutate(e)
+        if e.tensor.op is not self.narrow.op:
+            return e
+        if self.stride == 1:
+            return ProducerLoad(self.relaid, e.indices)
+        rest = simplify(substitute(e.indices[3], {self.ow: IntImm(0)}))
+        phase = floormod(rest, self.stride)
+        column = self.ow + floordiv(rest, self.stride)
+        return ProducerLoad(self.relaid, (*e.indices[:3], simplify(phase), simplify(column)))
+
+    def visit_Reduce(self, e: Reduce) -> PrimExpr:
+        return self.generic_mutate(e)
+
+
+def _relaid_input(narrow: Tensor, read: int, stride: int) -> Tensor:
+    """`narrow` with its rows widened with zeros to `read` + 1 columns; with a stride, split
+    into `stride` phases: `[n, c, h, p, j] = narrow[n, c, h, j * stride + p]`."""
+    have = int(narrow.shape[3])
+    zero = te.const(0, narrow.dtype)
+    if stride == 1:
+        return te.compute(
+            (*narrow.shape[:3], read + 1),
+            lambda n, c, h, w: te.if_then_else(w < have, narrow(n, c, h, w), zero),
+            name=f"{narrow.op.name}.wide",
+        )
+    columns = read // stride + 1
+    if (columns - 1) * stride + stride - 1 < have:  # every phase's row lies inside: no guard
+        return te.compute(
+            (*narrow.shape[:3], stride, columns),
+            lambda n, c, h, p, j: narrow(n, c, h, j * stride + p),
+            name=f"{narrow.op.name}.phases",
+        )
+    return te.compute(
+        (*narrow.shape[:3], stride, columns),
+        lambda n, c, h, p, j: te.if_then_else(
+            j * stride + p < have, narrow(n, c, h, j * stride + p), zero
+        ),
+        name=f"{narrow.op.name}.phases",
+    )
+
+
+def widen(
+    s: Schedule, reduction: Stage, data: ProducerLoad, columns: int, stride: int
+) -> Stage | None:
+    """Make `reduction` (untouched, a 4-D window reduction reading `data` at column
+    `ow * stride + ...`) compute `columns` output columns, reading a copy of the data widened
+    with zeros and split into the stride's phases: the stage of that copy (at the root; None
+    when the data is already wide enough and unstrided, read as it is)."""
+    red: ComputeOp = reduction.op
+    body: Reduce = red.body
+    ow = red.axis[3]
+    last = {ow.var: IntImm(columns - 1)}
+    last.update({r.var: IntImm(int(r.dom.extent.value) - 1) for r in red.reduce_axis})
+    read = simplify(substitute(data.indices[3], last))
+    if not isinstance(read, IntImm):
+        return None
+    narrow = data.tensor
+    relaid_stage = None
+    source = body.source
+    if read.value >= int(narrow.shape[3]) or stride > 1:
+        relaid = _relaid_input(narrow, read.value, stride)
+        source = _ReadRelaid(narrow, relaid, ow.var, stride).visit(source)
+        relaid_stage = Stage(relaid.op, s, is_output=False)
+        s.stages.insert(s.stages.index(reduction), relaid_stage)
+    axes = tuple(
+        IterVar(Var(iv.name), Range(IntImm(0), IntImm(columns)) if iv is ow else iv.dom, iv.kind)
+        for iv in red.axis
+    )
+    raxes = tuple(IterVar(Var(iv.name), iv.dom, iv.kind) for iv in red.reduce_axis)
+    mapping = {old.var: new.var for old, new in zip(red.axis + red.reduce_axis, axes + raxes)}
+    wide_body = Reduce(
+        body.combiner,
+        substitute(source, mapping),
+        raxes,
+        substitute(body.condition, mapping),
+        body.init,
+    )
+    wide_op = ComputeOp(red.name, axes, wide_body, red.tag, red.attrs)
+    reduction.op = wide_op
+    reduction.all_iter_vars = list(wide_op.root_iter_vars)
+    reduction.leaf_iter_vars = list(wide_op.root_iter_vars)
+    s._replace_dataflow({red: wide_op})  # the epilogue reads the wide rows' first columns
+    return relaid_stage

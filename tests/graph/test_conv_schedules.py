@@ -1,0 +1,337 @@
+"""The llvm target's convolution and pooling schedules (loom/backend/cpu/conv_schedules.py):
+convolutions of many shapes compiled and compared with onnxruntime, and the loops checked for
+what the schedule promises (a tile of vector accumulators fed by unguarded contiguous loads,
+multiply-adds)."""
+
+import numpy as np
+import pytest
+
+import loom
+from loom import te
+from loom.backend.cpu import conv_schedules
+from loom.ir.expr import BufferLoad, Ramp
+from loom.ir.stmt import BufferStore, For, ForKind
+from loom.ir.visitor import post_order_visit
+from loom.te.tensor import Reduce
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def floats(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def conv_model(x, w, bias=None, activation=None, **attrs):
+    """Conv(x, w[, bias]) followed by `activation` (Relu, Clip to [0, 6], HardSwish)."""
+    inits = {"w": w}
+    inputs = ["x", "w"]
+    if bias is not None:
+        inits["b"] = bias
+        inputs.append("b")
+    nodes = [helper.make_node("Conv", inputs, ["conv" if activation else "out"], **attrs)]
+    if activation == "Clip":
+        inits.update(lo=np.float32(0), hi=np.float32(6))
+        nodes.append(helper.make_node("Clip", ["conv", "lo", "hi"], ["out"]))
+    elif activation:
+        nodes.append(helper.make_node(activation, ["conv"], ["out"]))
+    return make_model(nodes, x, inits)
+
+
+def make_model(nodes, x, initializers=None):
+    graph = helper.make_graph(
+        nodes,
+        "m",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_empty_tensor_value_info("out")],
+        [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def compiled_matches_onnxruntime(m, x, atol=1e-4):
+    compiled = loom.compile(m, target="llvm")
+    got = compiled(x=x)["out"]
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=atol)
+    return compiled
+
+
+# (x shape, w shape, attributes, bias, activation)
+CONVS = {
+    "resnet 3x3": ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "3x3 no bias": ((1, 16, 20, 24), (32, 16, 3, 3), {"pads": [1] * 4}, False, None),
+    "3x3 stride 2": (
+        (1, 8, 31, 33),
+        (16, 8, 3, 3),
+        {"pads": [1] * 4, "strides": [2, 2]},
+        True,
+        None,
+    ),
+    "stem 7x7 stride 2": (
+        (1, 3, 64, 64),
+        (16, 3, 7, 7),
+        {"pads": [3] * 4, "strides": [2, 2]},
+        True,
+        "Relu",
+    ),
+    "5x5 pads asymmetric": ((1, 4, 23, 37), (8, 4, 5, 5), {"pads": [2, 1, 0, 3]}, True, None),
+    "3x3 dilated": (
+        (1, 6, 30, 32),
+        (12, 6, 3, 3),
+        {"pads": [2] * 4, "dilations": [2, 2]},
+        True,
+        None,
+    ),
+    "1x1": ((1, 32, 112, 112), (64, 32, 1, 1), {}, True, None),
+    "1x1 odd width": ((1, 24, 17, 45), (40, 24, 1, 1), {}, True, "Clip"),
+    "1x1 HardSwish": ((1, 48, 20, 20), (96, 48, 1, 1), {}, True, "HardSwish"),
+    "depthwise 3x3": (
+        (1, 32, 112, 112),
+        (32, 1, 3, 3),
+        {"pads": [1] * 4, "group": 32},
+        True,
+        "Clip",
+    ),
+    "depthwise 3x3 stride 2": (
+        (1, 24, 57, 57),
+        (24, 1, 3, 3),
+        {"pads": [1] * 4, "strides": [2, 2], "group": 24},
+        True,
+        None,
+    ),
+    "depthwise 5x5": (
+        (1, 16, 40, 40),
+        (16, 1, 5, 5),
+        {"pads": [2] * 4, "group": 16},
+        False,
+        "HardSwish",
+    ),
+    "grouped": ((1, 16, 24, 24), (32, 4, 3, 3), {"pads": [1] * 4, "group": 4}, True, "Relu"),
+    "batch 2": ((2, 8, 16, 40), (16, 8, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "valid, narrow": ((1, 8, 9, 9), (8, 8, 3, 3), {}, True, None),
+    "14x14": ((1, 32, 14, 14), (32, 32, 3, 3), {"pads": [1] * 4}, True, None),
+    "7x7, half registers": ((1, 32, 7, 7), (48, 32, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "3 channels stride 2": (
+        (1, 3, 45, 50),
+        (8, 3, 3, 3),
+        {"pads": [1] * 4, "strides": [2, 2]},
+        True,
+        "Clip",
+    ),
+    "stride 3, no pads": ((1, 4, 40, 41), (8, 4, 3, 3), {"strides": [3, 3]}, False, None),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVS))
+def test_convolutions_match_onnxruntime(case):
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x = floats(*x_shape)
+    w = floats(*w_shape) * np.float32(1 / np.sqrt(np.prod(w_shape[1:])))
+    b = floats(w_shape[0]) if bias else None
+    compiled_matches_onnxruntime(conv_model(x, w, b, activation, **attrs), x)
+
+
+POOLS = {
+    "max 3x3 stride 2": (
+        "MaxPool",
+        (1, 16, 56, 56),
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4},
+    ),
+    "max 3x3 stride 2 ceil": (
+        "MaxPool",
+        (1, 8, 30, 29),
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 0, 1], "ceil_mode": 1},
+    ),
+    "max 2x2": ("MaxPool", (2, 8, 32, 48), {"kernel_shape": [2, 2], "strides": [1, 1]}),
+    "average 3x3 stride 2 pads": (
+        "AveragePool",
+        (1, 8, 35, 36),
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4},
+    ),
+    "average 2x2 stride 2": (
+        "AveragePool",
+        (1, 16, 40, 40),
+        {"kernel_shape": [2, 2], "strides": [2, 2]},
+    ),
+    "average 3x3 pads": (
+        "AveragePool",
+        (1, 8, 33, 30),
+        {"kernel_shape": [3, 3], "pads": [1] * 4, "count_include_pad": 1},
+    ),
+    "average 3x3 pads not counted": (
+        "AveragePool",
+        (1, 8, 33, 30),
+        {"kernel_shape": [3, 3], "pads": [1] * 4},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(POOLS))
+def test_poolings_match_onnxruntime(case):
+    op, shape, attrs = POOLS[case]
+    x = floats(*shape)
+    compiled_matches_onnxruntime(make_model([helper.make_node(op, ["x"], ["out"], **attrs)], x), x)
+
+
+# -- what the schedule promises -------------------------------------------------------------------
+
+
+def conv_kernel(compiled):
+    """The conv kernel's PrimFunc after lowering for the target (parallel tasks included)."""
+    lowered = loom.lower(compiled.lowered.module, target=compiled.target)
+    return [f for f in lowered if f.name in compiled.kernels or "_task_" in f.name]
+
+
+def reduction_updates(funcs) -> list[BufferStore]:
+    """Vector updates of accumulators: `acc[...] = acc[...] + ...`."""
+    found = []
+
+    def record(n):
+        if (
+            isinstance(n, BufferStore)
+            and n.value.dtype.lanes > 1
+            and any(ld.buffer is n.buffer for ld in loads_in(n.value))
+        ):
+            found.append(n)
+
+    for f in funcs:
+        post_order_visit(f.body, record)
+    return found
+
+
+def loads_in(e) -> list[BufferLoad]:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
+    return found
+
+
+@pytest.mark.parametrize(
+    "case", ["resnet 3x3", "1x1", "depthwise 3x3", "stem 7x7 stride 2", "7x7, half registers"]
+)
+def test_accumulators_are_vectors_fed_by_unguarded_contiguous_loads(case):
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x, w = floats(*x_shape), floats(*w_shape)
+    compiled = loom.compile(conv_model(x, w, floats(w_shape[0]), activation, **attrs))
+    updates = reduction_updates(conv_kernel(compiled))
+    assert updates, "no vector accumulator update"
+    for store in updates:
+        data = [
+            ld
+            for ld in loads_in(store.value)
+            if ld.dtype.lanes > 1 and ld.buffer is not store.buffer
+        ]
+        # the input (padded, widened, split into the stride's phases beforehand) is read by
+        # whole vectors: no mask, no gather
+        assert data and all(ld.predicate is None for ld in data), data
+        assert all(isinstance(ld.indices[0], Ramp) for ld in data), [ld.indices for ld in data]
+    # the tile: several accumulator vectors per reduction step (unrolled)
+    assert len(updates) >= 8, len(updates)
+
+
+STRIDED_WINDOWS = {
+    "depthwise 3x3 stride 2": lambda: conv_model(
+        floats(1, 24, 57, 57), floats(24, 1, 3, 3), floats(24), None, **CONVS[CASE_DW2][2]
+    ),
+    **{
+        case: lambda case=case: make_model(
+            [helper.make_node(POOLS[case][0], ["x"], ["out"], **POOLS[case][2])],
+            floats(*POOLS[case][1]),
+        )
+        for case in ["max 3x3 stride 2", "max 3x3 stride 2 ceil", "average 3x3 stride 2 pads"]
+    },
+}
+CASE_DW2 = "depthwise 3x3 stride 2"
+
+
+@pytest.mark.parametrize("case", list(STRIDED_WINDOWS))
+def test_strided_windows_of_one_channel_read_their_phases_without_gathers(case):
+    """Pooling and depthwise convolutions with a stride: a tile of vector accumulators fed by
+    whole-vector loads of the phase copy, and the copy itself reads the strided input
+    contiguously (a masked load and a shuffle, not a gather) in the LLVM code."""
+    compiled = loom.compile(STRIDED_WINDOWS[case]())
+    if not compiled.target.masked_loads_are_safe:
+        pytest.skip("the target's strided loads are gathers: left to group_schedules.py")
+    reads = [  # each accumulator update's vector reads of the data (not of the accumulator)
+        [ld for ld in loads_in(store.value) if ld.buffer is not store.buffer and ld.dtype.lanes > 1]
+        for store in reduction_updates(conv_kernel(compiled))
+    ]
+    reads = [data for data in reads if data]  # (an average's count of valid elements reads none)
+    assert len(reads) >= 4, len(reads)
+    for data in reads:
+        assert all(ld.predicate is None for ld in data), data
+        assert all(ld.indices[0].stride.value == 1 for ld in data), [ld.indices for ld in data]
+    assert "llvm.masked.gather" not in compiled.module.get_source("ll")
+
+
+def test_the_conv_loop_is_multiply_adds_on_full_vectors():
+    """A regression to scalar code, or to vectors LLVM splits into pieces, fails here."""
+    x, w = floats(1, 64, 56, 56), floats(64, 64, 3, 3)
+    compiled = loom.compile(conv_model(x, w, floats(64), "Relu", pads=[1] * 4))
+    target = compiled.target
+    if "avx512f" not in str(target) and not getattr(target, "vector_bytes", 0) >= 32:
+        pytest.skip("a host without AVX2 or AVX-512")
+    asm = compiled.module.get_source("asm")
+    fmas = [line for line in asm.splitlines() if "vfmadd" in line and "ps" in line]
+    assert len(fmas) >= 64, len(fmas)
+    assert all("%xmm" not in line for line in fmas), [ln for ln in fmas if "%xmm" in ln][:4]
+
+
+def test_the_padded_input_is_computed_once_outside_the_reduction():
+    x, w = floats(1, 16, 30, 32), floats(16, 16, 3, 3)
+    compiled = loom.compile(conv_model(x, w, None, None, pads=[1] * 4))
+    funcs = conv_kernel(compiled)
+    updates = reduction_updates(funcs)
+    assert updates
+    assert all(
+        "pad" in ld.buffer.name
+        for st in updates
+        for ld in loads_in(st.value)
+        if ld.dtype.lanes > 1 and ld.buffer is not st.buffer
+    )
+
+
+def test_the_reduction_loops_are_outside_the_tile():
+    x, w = floats(1, 16, 32, 32), floats(32, 16, 3, 3)
+    compiled = loom.compile(conv_model(x, w, floats(32), "Relu", pads=[1] * 4))
+    func = next(f for f in compiled.lowered.module if f.name in compiled.kernels)
+    order = []  # loop names from the outside in, along the reduction's nest
+    post_order_visit(
+        func.body, lambda n: order.append((n.loop_var.name, n.kind)) if isinstance(n, For) else None
+    )
+    names = [name for name, _ in order]
+    # post order: inner loops first; the vector loop of the accumulators comes before rc
+    rc = names.index("rc")
+    inner = order[:rc]
+    assert any(kind == ForKind.VECTORIZED for _, kind in inner), order
+    assert any(kind == ForKind.UNROLLED for _, kind in inner), order
+
+
+# -- what it recognizes ---------------------------------------------------------------------------
+
+
+def test_a_matrix_product_is_not_a_convolution():
+    a = te.placeholder((64, 64), "float32", name="a")
+    b = te.placeholder((64, 64), "float32", name="b")
+    k = te.reduce_axis(64, "k")
+    c = te.compute((64, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+    s = te.create_schedule(c.op)
+    conv_schedules.schedule(s, loom.target.Target("llvm"))
+    assert not s[c].relations and not s[c].loop_kinds
+
+
+def test_a_four_dimensional_reduction_without_a_window_is_left_alone():
+    x = te.placeholder((1, 8, 16, 16), "float32", name="x")
+    r = te.reduce_axis(8, "r")
+    y = te.compute((1, 8, 16, 16), lambda n, c, h, w: te.sum(x[n, r, h, 0], axis=r), name="y")
+    s = te.create_schedule(y.op)
+    assert isinstance(y.op.body, Reduce)
+    conv_schedules.schedule(s, loom.target.Target("llvm"))
+    assert not s[y].relations and not s[y].loop_kinds
