@@ -466,34 +466,201 @@ def _deconv_evaluate(node, inputs):
     return [y.astype(x.dtype)]
 
 
+@dataclasses.dataclass(frozen=True)
+class _DeconvPhase:
+    """The outputs `o = phase + stride * q` (q in [0, count)) of one spatial axis of a
+    ConvTranspose, and the kernel taps that reach them. Output `o` receives input `j` through
+    tap `k` when `o + begin == j * stride + k * dilation`: for one phase, only the taps
+    `first_tap + t * tap_step` do, and they read inputs `q + lowest + (taps - 1 - t) * step`,
+    a plain (stride 1, dilated) window. `taps == 0`: no input reaches the phase."""
+
+    count: int
+    taps: int
+    first_tap: int
+    tap_step: int
+    step: int
+    lowest: int
+
+    def with_first(self, tap: int) -> _DeconvPhase:
+        return dataclasses.replace(self, first_tap=tap)
+
+    @property
+    def highest(self) -> int:
+        """The last input position the phase reads."""
+        return self.count - 1 + self.lowest + (self.taps - 1) * self.step
+
+
+def _deconv_phases(shape: _DeconvShape, i: int) -> list[_DeconvPhase]:
+    """The `strides[i]` phases of spatial axis i."""
+    s, d, begin = shape.strides[i], shape.dilations[i], shape.begin[i]
+    kernel, out = shape.kernel[i], shape.out[i]
+    # k * d == phase + begin (mod s) has solutions iff gcd(d, s) divides phase + begin; they
+    # repeat every s / gcd(d, s) taps, whose inputs lie d / gcd(d, s) apart
+    g = math.gcd(d, s)
+    phases = []
+    for phase in range(s):
+        count = max(0, -(-(out - phase) // s))
+        first = next(
+            (k for k in range(min(s // g, kernel)) if (k * d - phase - begin) % s == 0), None
+        )
+        if count == 0 or first is None:
+            phases.append(_DeconvPhase(count, 0, 0, 1, 1, 0))
+            continue
+        taps = -(-(kernel - first) // (s // g))
+        # the input of tap `first` at q == 0, minus the span of the later taps
+        lowest = (phase + begin - first * d) // s - (taps - 1) * (d // g)
+        phases.append(_DeconvPhase(count, taps, first, s // g, d // g, lowest))
+    return phases
+
+
+def _uniform_phases(axes: list[list[_DeconvPhase]]) -> bool:
+    """True if along every axis all phases have the same outputs, taps and window, phase r
+    starting at tap r (kernel == stride, the common upsampling, or a multiple of it; the
+    first taps are never another order when the rest is the same)."""
+    return all(all(p.taps and p == ph[0].with_first(r) for r, p in enumerate(ph)) for ph in axes)
+
+
+def _deconv_merged(x: Tensor, w: Tensor, shape: _DeconvShape, axes, src: Tensor, before):
+    """All phases of uniform `axes` as one convolution whose output channels are the pairs
+    (channel, phase), and the rule that picks an output element from it. The phases share
+    one input window (kernel == stride: a 1x1 convolution, the matrix product W^T X), so a
+    schedule's tile of channels shares its input loads across phases too."""
+    radix, phases = [], 1
+    for s in reversed(shape.strides):  # phase = sum(r_i * radix_i), the last axis fastest
+        radix.insert(0, phases)
+        phases *= s
+    first = [ph[0] for ph in axes]
+    rc = te.reduce_axis(x.shape[1] // shape.groups, "rc")
+    rt = [te.reduce_axis(p.taps, f"rt{i}") if p.taps > 1 else None for i, p in enumerate(first)]
+
+    def rule(nn, mp, *q):
+        m, phase = mp // phases, mp % phases
+        rs = [phase // radix[i] % s if s > 1 else 0 for i, s in enumerate(shape.strides)]
+        channel, filt = _deconv_channels(shape, w, m, rc)
+        ts = [0 if t is None else t.var for t in rt]
+        pos = [qi + p.lowest + bi + t * p.step for qi, p, bi, t in zip(q, first, before, ts)]
+        ks = [r + (p.taps - 1 - t) * p.tap_step for p, r, t in zip(first, rs, ts)]
+        product = src[(nn, channel, *pos)] * w[(channel, filt, *ks)]
+        return te.sum(product, axis=[rc, *(t for t in rt if t is not None)])
+
+    out = (x.shape[0], shape.out_channels * phases, *(p.count for p in first))
+    merged = te.compute(out, rule, name="conv_transpose.phases")
+
+    def pick(nn, m, *o):
+        phase = sum((oi % s) * radix[i] for i, (oi, s) in enumerate(zip(o, shape.strides)) if s > 1)
+        q = [oi // s if s > 1 else oi for oi, s in zip(o, shape.strides)]
+        return merged[(nn, m * phases + phase, *q)]
+
+    return pick
+
+
+def _deconv_channels(shape: _DeconvShape, w: Tensor, m, rc):
+    """(input channel, W's filter) that output channel `m` reads at reduction step `rc`."""
+    if shape.groups == 1:
+        return rc, m
+    per_group_in, per_group_out = w.shape[0] // shape.groups, w.shape[1]
+    return m // per_group_out * per_group_in + rc, m % per_group_out
+
+
+def _deconv_phase(x, w, shape: _DeconvShape, ph: list[_DeconvPhase], src, before, name) -> Tensor:
+    """The outputs of one phase per axis (`ph`): a convolution over their taps only."""
+    rc = te.reduce_axis(x.shape[1] // shape.groups, "rc")
+    rt = [te.reduce_axis(p.taps, f"rt{i}") if p.taps > 1 else None for i, p in enumerate(ph)]
+
+    def rule(nn, m, *q):
+        channel, filt = _deconv_channels(shape, w, m, rc)
+        ts = [0 if t is None else t.var for t in rt]
+        pos = [qi + p.lowest + bi + t * p.step for qi, p, bi, t in zip(q, ph, before, ts)]
+        ks = [p.first_tap + (p.taps - 1 - t) * p.tap_step for p, t in zip(ph, ts)]
+        product = src[(nn, channel, *pos)] * w[(channel, filt, *ks)]
+        return te.sum(product, axis=[rc, *(t for t in rt if t is not None)])
+
+    out = (x.shape[0], shape.out_channels, *(p.count for p in ph))
+    return te.compute(out, rule, name=name)
+
+
+def _deconv_assembled(x, w, shape: _DeconvShape, axes, src, before):
+    """The rule of an output element read from its phase's own convolution (phases that no
+    tap reaches are zeros)."""
+    n = len(axes)
+    computed = {
+        chosen: _deconv_phase(
+            x,
+            w,
+            shape,
+            [axes[i][r] for i, r in enumerate(chosen)],
+            src,
+            before,
+            "conv_transpose.phase" + "".join(str(r) for r in chosen),
+        )
+        for chosen in itertools.product(*(range(s) for s in shape.strides))
+        if all(axes[i][r].taps for i, r in enumerate(chosen))
+    }
+    zero = te.const(0.0, str(x.dtype))
+
+    def pick(nn, m, *o):
+        def phase_value(i: int, chosen: tuple[int, ...]):
+            if i == n:
+                phase = computed.get(chosen)
+                if phase is None:
+                    return zero
+                q = []
+                for k, (oi, r) in enumerate(zip(o, chosen)):
+                    s, count = shape.strides[k], axes[k][r].count
+                    qi = oi // s if s > 1 else oi
+                    # the other phases' branches may be evaluated too: keep their reads inside
+                    last = (shape.out[k] - 1) // s
+                    q.append(qi if count - 1 >= last else irop.min_(qi, count - 1))
+                return phase[(nn, m, *q)]
+            s = shape.strides[i]
+            if s == 1:
+                return phase_value(i + 1, (*chosen, 0))
+            value = phase_value(i + 1, (*chosen, s - 1))
+            for r in reversed(range(s - 1)):
+                value = te.if_then_else(
+                    te.equal(o[i] % s, r), phase_value(i + 1, (*chosen, r)), value
+                )
+            return value
+
+        return phase_value(0, ())
+
+    return pick
+
+
 def _deconv_compute(node, tensors, consts, out_types):
+    """ConvTranspose computed phase by phase: the outputs of one phase (one `o mod stride` per
+    axis) are a plain convolution over the taps that reach them (see _DeconvPhase), with no
+    guard and no wasted tap. Stride 1: the one phase is the output. Phases that differ only
+    by their taps (kernel == stride, the common upsampling): one convolution with a channel
+    per (channel, phase) (_deconv_merged). Else one convolution per phase, and each output
+    element picks its phase's (_deconv_assembled)."""
     x, w = tensors[0], tensors[1]
     b = _input(tensors, 2)
     shape = _deconv_types(node, _tensor_types(tensors))
-    per_group_in = x.shape[1] // shape.groups
-    per_group_out = w.shape[1]
-    rc = te.reduce_axis(per_group_in, "rc")
-    rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(shape.kernel)]
-
-    def rule(n, m, *o):
-        channel = m // per_group_out * per_group_in + rc
-        src, ok = [], []
-        for i, (oi, k) in enumerate(zip(o, rk)):
-            # input i feeds output o through offset k when i*stride == o + begin - k*dilation
-            j = oi + shape.begin[i] - k.var * shape.dilations[i]
-            s = shape.strides[i]
-            src.append(j // s if s > 1 else j)
-            ok += [j >= 0, j < s * (shape.size[i] - 1) + 1]
-            if s > 1:
-                ok.append(te.equal(j % s, 0))
-        product = x[(n, channel, *src)] * w[(channel, m % per_group_out, *[k.var for k in rk])]
-        value = te.if_then_else(irop.all_(*ok), product, te.const(0.0, str(x.dtype)))
-        return te.sum(value, axis=[rc, *rk])
-
-    y = te.compute(
-        out_types[0].shape, rule, name="conv_transpose" if b is None else "conv_transpose.sum"
+    n = len(shape.size)
+    axes = [_deconv_phases(shape, i) for i in range(n)]
+    before = tuple(max(0, *(-p.lowest for p in ph if p.taps)) for ph in axes)
+    after = tuple(
+        max(0, *(p.highest - (size - 1) for p in ph if p.taps))
+        for ph, size in zip(axes, shape.size)
     )
-    return [_add_channel_bias(y, b, "conv_transpose")]
+    src = x
+    if any(before) or any(after):
+        src = pad_tensor(x, (0, 0, *before), (0, 0, *after), name="conv_transpose.pad")
+    if all(s == 1 for s in shape.strides):
+        name = "conv_transpose" if b is None else "conv_transpose.sum"
+        y = _deconv_phase(x, w, shape, [ph[0] for ph in axes], src, before, name)
+        return [_add_channel_bias(y, b, "conv_transpose")]
+    if _uniform_phases(axes):
+        pick = _deconv_merged(x, w, shape, axes, src, before)
+    else:
+        pick = _deconv_assembled(x, w, shape, axes, src, before)
+
+    def rule(nn, m, *o):
+        value = pick(nn, m, *o)
+        return value + b[m] if b is not None else value
+
+    return [te.compute(out_types[0].shape, rule, name="conv_transpose")]
 
 
 def _deconv_check(node: Node) -> str | None:
