@@ -3,6 +3,13 @@
 
 A wrong array is a clear TypeError or ValueError naming the argument, never a crash; a
 misaligned array is copied to an aligned one (and written back after the call).
+
+Each call first takes the fast path, `native_plan`'s: the C extension (call_native.py) checks
+the arguments against the signature, compiled once per function, copies misaligned arrays and
+calls. Only when an argument fails its fast checks does `prepare_call` check it again here, in
+detail: it raises the clear error, or handles what only it handles (an ndarray subclass, a
+numpy scalar). Both check the same things; tests/runtime/test_call_overhead.py holds them to
+the same errors.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import numpy as np
 
 from loom.abi.dtype import dtype as to_dtype
 from loom.abi.signature import FunctionSignature, ParamSpec
+from loom.runtime.call_native import extension
 from loom.runtime.ndarray import array as aligned_array
 
 _CTYPES = {
@@ -30,6 +38,48 @@ _CTYPES = {
     "float32": ctypes.c_float,
     "float64": ctypes.c_double,
 }
+
+
+def native_plan(sig: FunctionSignature, address: int) -> Callable[[tuple], int | None] | None:
+    """`run(args) -> status | None`: the fast checks and call of the entry point at `address`
+    (None from `run`: an argument failed them and nothing was called). None when the C
+    extension is unavailable or the signature has a parameter it cannot check."""
+    module = extension()
+    if module is None:
+        return None
+    params = []
+    for spec in sig.params:
+        described = _describe(spec)
+        if described is None:
+            return None
+        params.append(described)
+    return module.Plan(address, np.ndarray, params).run
+
+
+def _describe(spec: ParamSpec) -> tuple | None:
+    """A parameter as the C extension's Plan takes it (loom/runtime/native/host/loom_call.c)."""
+    dt = to_dtype(spec.dtype)
+    if spec.is_buffer:
+        np_dtype = dt.numpy
+        # the format numpy exports for this dtype: an array passes when it exports the same
+        buffer_format = memoryview(np.empty(0, np_dtype)).format
+        return (
+            "buffer",
+            buffer_format,
+            np_dtype.itemsize,
+            spec.shape,
+            spec.alignment,
+            spec.written,
+        )
+    if spec.dtype not in _CTYPES:
+        return None  # the Python path raises the error
+    if dt.is_float:
+        return (spec.dtype,)
+    if dt.is_bool:
+        return ("bool",)
+    if dt.kind == "int":
+        return ("int", dt.itemsize, dt.min_value(), dt.max_value())
+    return ("uint", dt.itemsize, dt.max_value())
 
 
 @dataclasses.dataclass

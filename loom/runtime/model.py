@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -122,8 +123,28 @@ class Model:
             self._main = module[self.info.main]
         self.input_names = tuple(n for n, _, _ in self.info.inputs)
         self.output_names = tuple(n for n, _, _ in self.info.outputs)
+        # what a call needs, resolved once: a call then only compares and allocates
+        self._input_types = tuple((s, dtype(t).numpy) for _, s, t in self.info.inputs)
+        self._output_types = tuple((s, dtype(t).numpy) for _, s, t in self.info.outputs)
+        self._pool_types = tuple((p["size"], p["alignment"]) for p in self.info.caller_pools)
+        self._per_thread = threading.local()  # each thread's pools, kept across its calls
 
     def _arrays(self, args: Sequence, kwargs: Mapping) -> list[np.ndarray]:
+        """The inputs in order: as given when they are C-contiguous ndarrays of the right shape
+        and dtype (the common case, checked first), else converted or refused by `_convert`."""
+        if not kwargs and len(args) == len(self._input_types):
+            for value, (shape, np_dtype) in zip(args, self._input_types):
+                if (
+                    type(value) is not np.ndarray
+                    or value.dtype != np_dtype
+                    or value.shape != shape
+                    or not value.flags.c_contiguous
+                ):
+                    return self._convert(args, kwargs)
+            return list(args)
+        return self._convert(args, kwargs)
+
+    def _convert(self, args: Sequence, kwargs: Mapping) -> list[np.ndarray]:
         names = self.input_names
         if len(args) > len(names):
             raise TypeError(
@@ -161,11 +182,20 @@ class Model:
                 "model.on(session)(...) with session = loom.device(...)"
             )
         inputs = self._arrays(args, kwargs)
-        outputs = [np.empty(s, dtype(t).numpy) for _, s, t in self.info.outputs]
-        # the caller's pools: fresh for each call, so calls from several threads are safe
-        pools = [empty((p["size"],), "uint8", p["alignment"]) for p in self.info.caller_pools]
-        self._main(*inputs, *outputs, *pools)
+        alignment = self.info.alignment  # aligned as `main` requires: it needs no copies
+        outputs = [empty(s, t, alignment) for s, t in self._output_types]
+        self._main(*inputs, *outputs, *self._pools())
         return dict(zip(self.output_names, outputs))
+
+    def _pools(self) -> list[np.ndarray]:
+        """The caller's pools of this thread: made at its first call and kept for the next
+        ones (a thread runs one call at a time, and `main` needs nothing of a pool's earlier
+        contents), so calls from several threads never share one."""
+        pools = getattr(self._per_thread, "pools", None)
+        if pools is None:
+            pools = [empty((size,), np.uint8, align) for size, align in self._pool_types]
+            self._per_thread.pools = pools
+        return pools
 
     def export_library(self, path, **kwargs) -> None:
         self.module.export_library(path, **kwargs)

@@ -7,6 +7,7 @@ targets). Calling a function checks every argument against its signature first.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import pathlib
 import time
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from loom.abi import FunctionSignature
 from loom.errors import LoomError
 from loom.registry import Registry
-from loom.runtime.call import prepare_call
+from loom.runtime.call import native_plan, prepare_call
 from loom.runtime.device import link_shared_object
 from loom.runtime.elf import elf_machine_of_triple, host_machine
 from loom.runtime.host_runtime import last_error
@@ -32,15 +33,24 @@ class NativeFunction:
         self.signature = signature
         self.cfunc = cfunc
         self.library = library
+        # the signature's checks compiled once (loom/runtime/call.py); `cfunc` keeps the code
+        # at the address it calls loaded. (The address is read from the pointer's storage:
+        # ctypes.cast would put the pointer in a reference cycle, keeping its library loaded.)
+        address = ctypes.c_void_p.from_address(ctypes.addressof(cfunc)).value
+        self._run = native_plan(signature, address)
 
     @property
     def name(self) -> str:
         return self.signature.name
 
     def __call__(self, *args) -> None:
-        prepared = prepare_call(self.signature, args)
-        self._invoke(prepared.argv)
-        prepared.finish()
+        status = None if self._run is None else self._run(args)
+        if status is None:  # an argument failed the fast checks: check it in detail
+            prepared = prepare_call(self.signature, args)
+            self._invoke(prepared.argv)
+            prepared.finish()
+        elif status:
+            raise LoomError(f"{self.name} failed (status {status}): {last_error()}")
 
     def _invoke(self, argv) -> None:
         status = self.cfunc(argv)
@@ -243,7 +253,8 @@ class NativeModule(Module):
         return fn
 
     def __getitem__(self, name: str) -> NativeFunction:
-        return self.get_function(name)
+        fn = self._functions.get(name)  # `mod[name](...)` in a loop: the lookup is all it costs
+        return fn if fn is not None else self.get_function(name)
 
     def __call__(self, *args) -> None:
         if len(self.signatures) != 1:

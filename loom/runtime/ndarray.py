@@ -6,6 +6,9 @@ They are ordinary numpy arrays whose data starts at an address that is a multipl
 
 from __future__ import annotations
 
+import ctypes
+import math
+
 import numpy as np
 
 from loom.abi.dtype import dtype as to_dtype
@@ -33,9 +36,11 @@ def empty(
     if isinstance(shape, int):
         shape = (shape,)
     np_dtype = to_dtype(dtype).numpy if isinstance(dtype, str) else np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    nbytes = int(math.prod(shape)) * np_dtype.itemsize
     raw = np.empty(nbytes + alignment, np.uint8)
-    offset = (-raw.ctypes.data) % alignment
+    # the address through the buffer protocol: `raw.ctypes.data` builds objects (a model call
+    # allocates its outputs here, so this is on the path of every call)
+    offset = (-ctypes.addressof(ctypes.c_char.from_buffer(raw))) % alignment
     return raw[offset : offset + nbytes].view(np_dtype).reshape(shape)
 
 
