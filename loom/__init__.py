@@ -11,6 +11,7 @@ from loom.version import __version__
 
 _LAZY = {  # name -> (module, attribute or None for the module itself)
     "abi": ("loom.abi", None),
+    "autotune": ("loom.autotune", None),
     "backend": ("loom.backend", None),
     "build": ("loom.driver", "build"),
     "compile": ("loom.model", "compile"),
@@ -28,6 +29,7 @@ _LAZY = {  # name -> (module, attribute or None for the module itself)
     "target": ("loom.target", None),
     "te": ("loom.te", None),
     "transform": ("loom.transform", None),
+    "tune": ("loom.autotune", "tune"),
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, globals(), _LAZY)
@@ -41,6 +43,7 @@ __all__ = [
     "ScheduleError",
     "__version__",
     "abi",
+    "autotune",
     "backend",
     "build",
     "compile",
@@ -57,4 +60,5 @@ __all__ = [
     "target",
     "te",
     "transform",
+    "tune",
 ]

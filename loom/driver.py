@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loom import lowering_cache
 from loom.backend.base import checked_passes
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
@@ -76,7 +77,12 @@ def build(
     Target. The target's kind (a registered `loom.backend.Backend`) generates the code;
     `loom.packaging.finish` resolves its symbols, links it and loads it. `pools`: as in
     `lower`.
+
+    Building what was built before skips the work done then (docs/native.md, "Compile
+    cache"): lowering (the same schedule, in this process: loom/lowering_cache.py), LLVM (the
+    same lowered module and target, in this process or on disk) and linking.
     """
     target = as_target(target)
-    mod = lower(inp, args, name, target=target, pools=pools)
+    inputs = (inp, args, name, target, pools)
+    mod = lowering_cache.lowered(inputs, lambda: lower(inp, args, name, target=target, pools=pools))
     return finish(target.backend.codegen(mod, target))

@@ -1,6 +1,10 @@
 """Shared test fixtures: golden files for printed IR, the example scratchpad."""
 
+import atexit
+import os
 import pathlib
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -12,6 +16,13 @@ import loom.packaging  # noqa: F401
 from loom import registry
 from loom.memory import scratchpad_emu
 from tests.programs import SCRATCHPAD_BASE
+
+# the compile cache (docs/native.md, "Compile cache") of this test process alone, read when a
+# kernel is built: no test depends on the kernels a developer built before, and each xdist
+# worker has its own
+_KERNELS = tempfile.mkdtemp(prefix="loom-test-kernels-")
+os.environ["LOOM_KERNEL_CACHE_DIR"] = _KERNELS
+atexit.register(shutil.rmtree, _KERNELS, ignore_errors=True)
 
 # the summaries of onnx's node tests and of the real models, as plugins of this root conftest so
 # that the process that reports (the controller under pytest-xdist) has their hooks

@@ -12,32 +12,69 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loom.ir.expr import BufferLoad, Let, PrimExpr, Var
+from loom.ir.expr import BufferLoad, FloatImm, IntImm, Let, PrimExpr, StringImm, Var
 from loom.ir.stmt import Allocate, BufferStore, For, LetStmt, Stmt
 
 _BINDING_FIELDS = frozenset({"loop_var", "var"})
 _IR = (PrimExpr, Stmt)
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {
+    # leaves, the most common nodes: a name, a value, a dtype, never a child
+    Var: (),
+    IntImm: (),
+    FloatImm: (),
+    StringImm: (),
+}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold children (its compared fields less binding ones)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(n for n in cls._child_fields if n not in _BINDING_FIELDS)
+    return names
+
+
 def children(node: Any) -> list:
     """The child expressions and statements of a node, in field order."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _fields(type(node))
     out = []
-    for name in node._child_fields:
-        if name in _BINDING_FIELDS:
-            continue
+    for name in names:
         value = getattr(node, name)
         if isinstance(value, _IR):
             out.append(value)
         elif isinstance(value, tuple):
-            out.extend(v for v in value if isinstance(v, _IR))
+            for v in value:
+                if isinstance(v, _IR):
+                    out.append(v)
     return out
+
+
+def _method(visitor: type, node: type, default: str) -> Callable:
+    """The unbound `visit_<node class>` of a visitor class, or its `default`, found once per
+    pair of classes (dispatch was a tenth of lowering's time) and kept in a table on the visitor
+    class itself, which goes with the class (passes define visitor classes inside functions)."""
+    table = visitor.__dict__.get("_visit_methods")
+    if table is None:
+        table = {}
+        visitor._visit_methods = table
+    method = getattr(visitor, "visit_" + node.__name__, None) or getattr(visitor, default)
+    table[node] = method
+    return method
 
 
 class Visitor:
     """Walks a tree; override `visit_<Class>` methods."""
 
     def visit(self, node: Any) -> None:
-        getattr(self, "visit_" + type(node).__name__, self.generic_visit)(node)
+        try:
+            method = type(self).__dict__["_visit_methods"][type(node)]
+        except KeyError:
+            method = _method(type(self), type(node), "generic_visit")
+        method(self, node)
 
     def generic_visit(self, node: Any) -> None:
         for child in children(node):
@@ -48,13 +85,18 @@ class Mutator:
     """Rebuilds a tree bottom-up; a node whose children did not change is returned as is."""
 
     def visit(self, node: Any) -> Any:
-        return getattr(self, "visit_" + type(node).__name__, self.generic_mutate)(node)
+        try:
+            method = type(self).__dict__["_visit_methods"][type(node)]
+        except KeyError:
+            method = _method(type(self), type(node), "generic_mutate")
+        return method(self, node)
 
     def generic_mutate(self, node: Any) -> Any:
+        names = _FIELDS.get(type(node))
+        if names is None:
+            names = _fields(type(node))
         changes = {}
-        for name in node._child_fields:
-            if name in _BINDING_FIELDS:
-                continue
+        for name in names:
             value = getattr(node, name)
             if isinstance(value, _IR):
                 new = self.visit(value)

@@ -4,6 +4,7 @@ runtime library that resolves each undefined symbol (docs/architecture.md, decis
 from __future__ import annotations
 
 import functools
+import hashlib
 import pathlib
 import subprocess
 import tempfile
@@ -11,7 +12,7 @@ import tempfile
 from loom import abi
 from loom.abi import MODULE_PROVIDER
 from loom.errors import LoomError
-from loom.runtime import host_runtime
+from loom.runtime import compile_cache, host_runtime
 from loom.runtime.elf import elf_machine_of_triple, host_machine
 from loom.runtime.library import SharedLibrary
 from loom.runtime.native_lib import cache_dir, find_tool, run
@@ -97,20 +98,41 @@ def load_host_object(
 ) -> SharedLibrary:
     """Link object files into one shared library (`standalone`: see link_host_shared), load
     it, and delete the files (the loaded library stays mapped until the last function or module
-    using it is gone)."""
+    using it is gone).
+
+    A standalone library linked from the same objects before is taken from the compile cache
+    (loom/runtime/compile_cache.py) instead of linking again. It is still loaded from a file of
+    its own: a library opened twice from one file would share its global variables between the
+    two modules."""
     host_runtime.library()  # its symbols must be global before the kernel is loaded
     objects = [object_code] if isinstance(object_code, bytes) else list(object_code)
+    key = _library_key(objects) if standalone and compile_cache.enabled() else None
+    cached = compile_cache.get(_LIBRARY_KIND, key) if key is not None else None
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        paths = []
-        for k, code in enumerate(objects):
-            paths.append(pathlib.Path(tmp) / f"{name}{k}.o")
-            paths[-1].write_bytes(code)
         lib = pathlib.Path(tmp) / f"{name}.so"
-        link_host_shared(paths, lib, flags, standalone=standalone)
+        if cached is not None:
+            lib.write_bytes(cached)
+        else:
+            paths = []
+            for k, code in enumerate(objects):
+                paths.append(pathlib.Path(tmp) / f"{name}{k}.o")
+                paths[-1].write_bytes(code)
+            link_host_shared(paths, lib, flags, standalone=standalone)
+            if key is not None:
+                compile_cache.put(_LIBRARY_KIND, key, lib.read_bytes())
         try:
             return SharedLibrary(lib)
         except OSError as e:
             raise LoomError(f"cannot load the library linked for {name}: {e}") from None
+
+
+_LIBRARY_KIND = "shared-library"
+
+
+def _library_key(objects: list[bytes]) -> str:
+    """What a standalone link's output depends on: the objects, in order, and the linker."""
+    digests = [hashlib.sha256(code).hexdigest() for code in objects]
+    return compile_cache.key_of(_LIBRARY_KIND, host_linker(), *digests)
 
 
 def link_objects(
