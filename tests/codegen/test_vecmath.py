@@ -204,3 +204,16 @@ def test_vector_code_calls_no_libm(target, lanes):
         s, args = elementwise_kernel(fn, (1024,), arity, chunk=256, vector=lanes, parallel=False)
         asm = loom.build(s, args, target=target).get_source("asm")
         assert not re.search(LIBM_NAMES, asm), f"{op} on {target} calls libm"
+
+
+def test_erf_is_exactly_one_where_it_rounds_to_one():
+    """From 3.919206 (the least float32 whose erf rounds to 1) erf is +-1 exactly, so that
+    Gelu's 1 + erf(x / sqrt 2) is 0 for a large negative x, and NaN times inf at -inf."""
+    x = _f32([3.919206, 4.0, 10.0, np.inf])
+    x = np.concatenate([x, -x])
+    padded = pad(x)[0]
+    vector, scalar = kernels("erf", len(padded), TARGETS[0])
+    for module in (vector, scalar):
+        out = loom.nd.empty(padded.shape, "float32")
+        module(loom.nd.array(padded), out)
+        np.testing.assert_array_equal(np.asarray(out)[: len(x)], np.sign(x))

@@ -149,10 +149,10 @@ def test_extern_call_with_wrong_argument_types_is_refused():
 def test_declared_libm_symbol_is_callable():
     A = te.placeholder((4,), name="A")
     B = te.compute((4,), lambda i: loom.ir.op.call_extern("float32", "expf", A[i]), name="B")
-    mod = loom.build(te.create_schedule(B.op), [A, B], name="exp")
+    mod = loom.build(te.create_schedule(B.op), [A, B], name="call_expf")
     a = np.linspace(0, 1, 4, dtype=np.float32)
     b = np.zeros(4, np.float32)
-    mod["exp"](a, b)
+    mod["call_expf"](a, b)
     np.testing.assert_allclose(b, np.exp(a), rtol=1e-6)
     assert mod.extern_symbols["expf"] == "libm"
 

@@ -133,6 +133,10 @@ ERF_BIG_Q = (
     2.1118409e-05,
 )
 ERF_BIG_END = 3.9
+ERF_ONE = 3.919206
+"""The least float32 whose erf rounds to 1: from there erf is +-1 exactly (as erf(+-inf)), so
+that 1 + erf(x) is 0 for a large negative x (Gelu's x * (1 + erf(x / sqrt 2)) / 2 is then
+-0, and NaN at -inf, as in C's erff)."""
 
 
 # -- the IR helper -------------------------------------------------------------------------------
@@ -339,6 +343,7 @@ def _erf(m: _Emitter, x):
     small = m.fma(x, m.poly(m.mul(x, x), ERF_SMALL_P), x)
     minus_q = m.poly(m.clamp(a, 0.0, ERF_BIG_END), tuple(-c for c in ERF_BIG_Q))
     big = m.with_sign(m.sub(m.f(1.0), _exp(m, minus_q)), m.sign(x))
+    big = m.select(m.lt(a, m.f(ERF_ONE)), big, m.with_sign(m.f(1.0), m.sign(x)))
     result = m.select(m.lt(a, m.f(ERF_SPLIT)), small, big)
     return m.select(m.is_nan(x), x, result)
 
