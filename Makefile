@@ -30,7 +30,10 @@ test: setup models
 
 bench: setup
 	$(BIN)/python bench/matmul.py
+	$(BIN)/python bench/conv2d.py
 	$(BIN)/python bench/elementwise.py
+	$(BIN)/python bench/call.py
+	$(BIN)/python bench/build.py
 	$(BIN)/python bench/hexagon.py
 	$(BIN)/python bench/llvm_vectorizer.py
 	$(BIN)/python bench/models.py
