@@ -49,7 +49,11 @@ import math
 
 from loom.backend.cpu import group_schedules
 from loom.backend.cpu.conv_widen import widen
-from loom.backend.cpu.group_schedules import STRIDED_MIN_STEPS, _stride, _untouched_root
+from loom.backend.cpu.group_schedules import (
+    STRIDED_MIN_STEPS,
+    _stride,
+    reduction_output,
+)
 from loom.ir.expr import IntImm, Var
 from loom.ir.simplify import simplify
 from loom.ir.structural import structural_equal
@@ -152,22 +156,8 @@ def _recognize(s: Schedule, stage: Stage, deinterleaves: bool = True) -> _Window
         return None
     if stage.relations or stage.loop_kinds or stage.pragmas:
         return None
-    if stage.attach_type == AttachType.ROOT:
-        if not _untouched_root(stage):
-            return None
-        output = stage
-    elif stage.attach_type == AttachType.SCOPE:
-        output = stage.attach_stage
-        if (
-            not _untouched_root(output)
-            or stage.attach_ivar is not output.op.axis[-1]
-            or len(output.op.axis) != 4
-            or [int(d) for d in output.op.shape] != [int(d) for d in op.shape]
-            or isinstance(output.op.body, Reduce)
-            or len([st for st in s.stages if st.attach_stage is output]) != 1
-        ):
-            return None
-    else:
+    output = reduction_output(s, stage)
+    if output is None:
         return None
     data = _window_load(op)
     if data is None:

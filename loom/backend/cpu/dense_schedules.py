@@ -39,8 +39,8 @@ import math
 
 from loom.backend.cpu import group_schedules
 from loom.backend.cpu.dense_tiles import DenseTile, VectorUnit, choose_tile
-from loom.backend.cpu.group_schedules import _reads, _stride, _untouched_root
-from loom.te.schedule import AttachType, Schedule, Stage
+from loom.backend.cpu.group_schedules import _reads, _stride, reduction_output
+from loom.te.schedule import Schedule, Stage
 from loom.te.tensor import ComputeOp, Reduce
 
 VECTOR_SPEEDUP = 8
@@ -92,21 +92,8 @@ def _recognize(s: Schedule, stage: Stage, unit: VectorUnit) -> _Product | None:
         or stage.pragmas
     ):
         return None
-    if stage.attach_type == AttachType.ROOT:
-        if not _untouched_root(stage):
-            return None
-        output = stage
-    elif stage.attach_type == AttachType.SCOPE:
-        output = stage.attach_stage
-        if (
-            not _untouched_root(output)
-            or stage.attach_ivar is not output.op.axis[-1]
-            or isinstance(output.op.body, Reduce)
-            or [int(d) for d in output.op.shape] != [int(d) for d in op.shape]
-            or len([st for st in s.stages if st.attach_stage is output]) != 1
-        ):
-            return None
-    else:
+    output = reduction_output(s, stage)
+    if output is None:
         return None
     if int(op.shape[-1]) < unit.lanes(op.dtype):
         return None  # rows shorter than a register: group_schedules' fused blocks

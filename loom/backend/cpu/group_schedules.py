@@ -124,6 +124,26 @@ def _untouched_root(stage: Stage) -> bool:
     )
 
 
+def reduction_output(s: Schedule, stage: Stage) -> Stage | None:
+    """The root stage that stores reduction `stage`'s values, as the default schedule left
+    them: `stage` itself at the root, or the element-wise output of its shape it is computed in
+    (loom/graph/lower.py, `_into_its_epilogue`); None when a schedule changed either."""
+    if stage.attach_type == AttachType.ROOT:
+        return stage if _untouched_root(stage) else None
+    if stage.attach_type != AttachType.SCOPE:
+        return None
+    output = stage.attach_stage
+    if (
+        not _untouched_root(output)
+        or stage.attach_ivar is not output.op.axis[-1]
+        or isinstance(output.op.body, Reduce)
+        or [int(d) for d in output.op.shape] != [int(d) for d in stage.op.shape]
+        or len([st for st in s.stages if st.attach_stage is output]) != 1
+    ):
+        return None
+    return output
+
+
 # -- what a stage reads ---------------------------------------------------------------------------
 
 
