@@ -1,8 +1,7 @@
 """float32 matrix products: loom against numpy (its BLAS), in one process, runs interleaved, at
 1 and 2 threads (numpy's BLAS threads set with threadpoolctl to the same count). Prints GFLOP/s,
 the medians of wall time and of process CPU time per call, the ratio (numpy time / loom time:
-above 1, loom is faster), the compile time, and the machine's FMA peak when bench/common.py
-measures it.
+above 1, loom is faster), the compile time, and the machine's measured FMA peak (bench/common.py).
 
     python bench/matmul.py [--repeat 7] [--only 1024x1024x1024]
 
@@ -152,9 +151,7 @@ def main() -> None:
         f"{i['internal_api']} ({i.get('architecture', '?')})" for i in threadpool_info()
     )
     print(f"float32 matmul; target {loom.target.Target('llvm')}; numpy BLAS: {blas}")
-    peak = getattr(common, "fma_peak_gflops", None)
-    if peak is not None:
-        print(f"FMA peak of one core: {peak():.1f} GFLOP/s")
+    print(f"FMA peak of one core: {common.fma_peak_gflops():.1f} GFLOP/s")
     print("ratio = numpy time / loom time (above 1: loom faster); times in ms per call\n")
     rows = []
     for threads in sorted({1, min(2, common.machine_threads())}):
