@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import statistics
 import sys
 import time
 from collections.abc import Callable
+
+# OpenBLAS's idle threads spin for about 2^28 cycles after each call (its default
+# OPENBLAS_THREAD_TIMEOUT): interleaved with numpy, loom's second thread would share its core
+# with a spinning BLAS thread. Idle threads that sleep, as onnxruntime's with allow_spinning=0
+# in the other benchmarks; numpy's own times do not change (measured: 200 GFLOP/s either way).
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np
 import onnx
