@@ -24,7 +24,7 @@ import pytest
 import loom
 from loom import te
 from loom.backend.cpu.strategies import elementwise_kernel
-from loom.codegen.llvm.vecmath import ULP_BOUNDS
+from loom.codegen.llvm.vecmath import EXP_SHORT, ULP_BOUNDS
 from loom.ir.op import math_call
 
 UNARY = ["exp", "exp2", "log", "log2", "log10", "tanh", "erf"]
@@ -162,6 +162,32 @@ def test_error_within_the_documented_bound(op, target):
         worst, shown = errors(op, np.asarray(out)[:n], args)
         problems += [f"{code} code on {target}: {line}" for line in shown]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_exp_gives_the_same_on_its_short_and_its_full_path(target):
+    """A vector whose lanes are all within +-EXP_SHORT takes exp's short path (most vectors of
+    the whole-range test above take the full one): its results are the full path's, bit for
+    bit, and within the bound; scalar code, one lane, agrees."""
+    rng = np.random.default_rng(2)
+    inside = _f32(rng.uniform(-EXP_SHORT, EXP_SHORT, 4 * CHUNK))
+    inside[:6] = [EXP_SHORT, -EXP_SHORT, 0.0, -0.0, 1e-30, -1e-30]
+    mixed = inside.copy()
+    mixed[::16] = 100.0  # one lane of every vector beyond: each takes the full path
+    vector, scalar = kernels("exp", len(inside), target)
+    got = {}
+    for name, module, x in [("short", vector, inside), ("full", vector, mixed)]:
+        out = loom.nd.empty(x.shape, "float32")
+        module(loom.nd.array(x), out)
+        got[name] = np.asarray(out)
+    out = loom.nd.empty(inside.shape, "float32")
+    scalar(loom.nd.array(inside), out)
+    lanes = np.arange(len(inside)) % 16 != 0
+    np.testing.assert_array_equal(got["short"][lanes], got["full"][lanes])
+    np.testing.assert_array_equal(got["short"], np.asarray(out))
+    want = np.exp(inside.astype(np.float64)).astype(np.float32)
+    assert np.abs(ordered(got["short"]) - ordered(want)).max() <= ULP_BOUNDS["exp"]
+    assert np.all(np.isposinf(got["full"][~lanes]))  # e^100 overflows
 
 
 def test_float16_goes_through_float32():

@@ -46,6 +46,12 @@ ACCUMULATOR_REGISTERS = 4
 hide an addition's latency (4 cycles) at two loads per cycle; the vectorizer's widest vector
 (VECTOR_REGISTERS) too, so that it needs no chunks."""
 
+ROW_VECTOR_REGISTERS = 1
+"""The element-wise stages of a row group (Softmax's exp and its output, LayerNormalization's
+output) compute a row in vectors of this many registers: with ACCUMULATOR_REGISTERS, LLVM
+unrolled the row's short loops entirely, kept every loaded vector of the shared row from one
+loop to the next and spilled them to the stack (Softmax over 1024-wide rows 5-10% slower)."""
+
 MAX_SHARED_ROW_BYTES = 64 * 1024
 """The largest row of an intermediate computed once per row into a local (stack) buffer."""
 
@@ -266,7 +272,7 @@ def _vectorize_row(stage: Stage, axes: list[IterVar], vector_bytes: int) -> None
         return
     extent = _row_length(axes)
     register = _register_lanes(stage.op, vector_bytes)
-    lanes = min(ACCUMULATOR_REGISTERS * register, 1 << (extent.bit_length() - 1))
+    lanes = min(ROW_VECTOR_REGISTERS * register, 1 << (extent.bit_length() - 1))
     if lanes < extent:
         _, loop = stage.split(loop, factor=lanes)
     stage.vectorize(loop)

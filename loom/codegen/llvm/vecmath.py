@@ -33,12 +33,17 @@ option; the test checks both.
 
 How: range reduction to a small interval, a polynomial on it, and the reduction undone, in the
 classic way of Cephes and SLEEF. exp: n = round(x log2 e) (a float rounded by adding and
-subtracting 1.5 * 2^23), r = x - n ln 2 in two parts (the high part's product is exact), e^r
-= 1 + r + r^2 P(r), and 2^n applied as two powers of two built in the exponent bits (so
-denormal results are rounded once). log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (denormal
-inputs scaled by 2^23 first), f = m - 1 exact, log(1+f) = f - f^2/2 + f^3 P(f); log2 and log10
-add e's and f's terms in the order that keeps the rounding small (Cephes' log2f/log10f). tanh:
-x + x^3 P(x^2) below 0.625, else 1 - 2/(e^(2|x|) + 1). erf: x + x P(x^2) below 0.921875, else
+subtracting 1.5 * 2^23 + 127, in one multiply-add: the sum's low bits are then n's biased
+exponent), r = x - n ln 2 in two parts (the high part's product is exact), e^r by a
+polynomial of degree 6 (Horner's rule: six multiply-adds), and 2^n applied as two powers of two,
+2^(n -+ 32) shifted from the sum's bits and the constant 2^(+-32) (so denormal results are
+rounded once), NaN selected: 21 vector operations. A vector whose lanes are all within +-87
+(|n| <= 126) branches to a short way instead, the same result in 13 operations and a
+compare: 2^n shifted from the sum's bits, one multiplication. log: x = 2^e m with m in
+[sqrt(1/2), sqrt(2)) (denormal inputs scaled by 2^23 first), f = m - 1 exact,
+log(1+f) = f - f^2/2 + f^3 P(f); log2 and log10 add e's and f's terms in the order that keeps
+the rounding small (Cephes' log2f/log10f). tanh: x + x^3 P(x^2) below 0.625, else
+1 - 2/(e^(2|x|) + 1). erf: x + x P(x^2) below 0.921875, else
 1 - e^(-Q(|x|)) with Q fitting -log(erfc). pow: in float64 (log2 by the series in
 (m-1)/(m+1), exp2 by its Taylor polynomial of degree 11), rounded once to float32. The
 float32 polynomials were fitted for loom (weighted minimax by iteratively reweighted least
@@ -79,8 +84,17 @@ LOG2E = 1.4426950216293335
 LN2_HI = 0.693359375  # 9 significant bits: n * LN2_HI is exact for |n| < 2^15
 LN2_LO = -0.00021219444170128554  # ln 2 - LN2_HI
 SHIFTER = 12582912.0  # 1.5 * 2^23: (t + SHIFTER) - SHIFTER rounds t to an integer, |t| < 2^22
-# e^r = 1 + r + r^2 P(r), |r| <= ln(2)/2
-EXP_P = (0.5, 0.16666666, 0.041666266, 0.008333511, 0.0013946868, 0.00019788153)
+# e^r = 1 + r + c2 r^2 + ... + c6 r^6, |r| <= ln(2)/2 (fitted on |r| <= 0.3486: the rounding of n
+# without fused multiply-add may leave r a little outside)
+EXP_P = (1.0, 1.0, 0.49999994, 0.16666517, 0.041668426, 0.008369124, 0.0013813756)
+EXP_SHIFTER = SHIFTER + 127.0
+"""x log2 e + EXP_SHIFTER, rounded, is n + 127 + 1.5 * 2^23 for n = round(x log2 e): the low
+mantissa bits hold n's biased exponent, which a shift moves into the exponent field."""
+EXP_SPLIT = 32.0
+"""2^n is applied as 2^(n -+ EXP_SPLIT) * 2^(+-EXP_SPLIT): both normal for n in [-150, 128]."""
+EXP_SHORT = 87.0
+"""Where |x| <= EXP_SHORT, n is within +-126: 2^n is normal and one multiplication applies it
+(rounded once, denormal results too), no clamp is needed and x is not NaN."""
 # 2^r = 1 + r Q(r), |r| <= 1/2
 EXP2_P = (
     0.6931472,
@@ -211,6 +225,26 @@ class _Emitter:
     def select(self, cond, a, b):
         return self.b.select(cond, a, b)
 
+    def unless_all(self, cond, value, otherwise: Callable):
+        """`value` where `cond` holds in every lane, else `otherwise()`: emitted in a block of
+        its own that runs only then (a branch taken rarely, not a select that costs always)."""
+        if self.lanes:
+            mask = ir.IntType(self.lanes)
+            cond = self.b.icmp_unsigned("==", self.b.bitcast(cond, mask), ir.Constant(mask, -1))
+        fn, entry = self.b.function, self.b.block
+        other_block = fn.append_basic_block("otherwise")
+        done = fn.append_basic_block("done")
+        self.b.cbranch(cond, done, other_block).set_weights([1000, 1])
+        self.b.position_at_end(other_block)
+        other = otherwise()
+        other_end = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        result = self.b.phi(value.type)
+        result.add_incoming(value, entry)
+        result.add_incoming(other, other_end)
+        return result
+
     def clamp(self, x, lo: float, hi: float):
         """x limited to [lo, hi]; NaN becomes hi (the caller's result for NaN is chosen later)."""
         x = self.select(self.lt(x, self.f(hi)), x, self.f(hi))
@@ -255,13 +289,38 @@ class _Emitter:
 
 
 # -- the functions -------------------------------------------------------------------------------
-def _exp(m: _Emitter, x):
-    xc = m.clamp(x, -104.0, 89.0)  # beyond: 0 and inf, reached by the same arithmetic
-    n = m.round(m.mul(xc, m.f(LOG2E)))
-    r = m.fma(n, m.f(-LN2_HI), xc)  # exact: n * LN2_HI is exact and close to x
+def _exp_reduced(m: _Emitter, x):
+    """(t, y): t = n + EXP_SHIFTER for n = round(x log2 e), y = e^r for r = x - n ln 2, so
+    that e^x = y 2^n; x within [-104, 89]."""
+    t = m.fma(x, m.f(LOG2E), m.f(EXP_SHIFTER))
+    n = m.sub(t, m.f(EXP_SHIFTER))  # exact
+    r = m.fma(n, m.f(-LN2_HI), x)  # exact: n * LN2_HI is exact and close to x
     r = m.fma(n, m.f(-LN2_LO), r)
-    y = m.add(m.fma(m.mul(r, r), m.poly(r, EXP_P), r), m.f(1.0))
-    return m.select(m.is_nan(x), x, m.scale(y, m.to_int(n)))
+    return t, m.poly(r, EXP_P)
+
+
+def _exp_everywhere(m: _Emitter, x):
+    """e^x for every x."""
+    xc = m.clamp(x, -104.0, 89.0)  # beyond: 0 and inf, reached by the same arithmetic
+    t, y = _exp_reduced(m, xc)
+    # y * 2^n rounded once (denormal results too): y * 2^(n - k) is exact, k = -+EXP_SPLIT
+    below = m.lt(xc, m.f(0.0))
+    k = m.select(below, m.f(-EXP_SPLIT), m.f(EXP_SPLIT))
+    first = m.as_float(m.b.shl(m.as_int(m.sub(t, k)), m.i(m.mantissa)))
+    second = m.select(below, m.f(2.0**-EXP_SPLIT), m.f(2.0**EXP_SPLIT))
+    # NaN: selected (the clamp made it 89; a clamp that kept NaN, select(x > 89, 89, x),
+    # becomes a minimum that drops it on some targets: Hexagon)
+    return m.select(m.is_nan(x), x, m.mul(m.mul(y, first), second))
+
+
+def _exp(m: _Emitter, x):
+    """e^x: the short way (EXP_SHORT) when every lane allows it, the same result as
+    _exp_everywhere's with 8 vector operations fewer (Softmax's x - max, within +-87 unless a
+    row spans more than 87, takes it), else _exp_everywhere."""
+    t, y = _exp_reduced(m, x)
+    short = m.mul(y, m.as_float(m.b.shl(m.as_int(t), m.i(m.mantissa))))
+    within = m.b.fcmp_ordered("<=", m.abs(x), m.f(EXP_SHORT))  # false for NaN
+    return m.unless_all(within, short, lambda: _exp_everywhere(m, x))
 
 
 def _exp2(m: _Emitter, x):
