@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import pathlib
 import sys
 import time
@@ -34,24 +35,28 @@ class Layer:
     x: tuple[int, int, int, int]  # N, C, H, W
     op: str = "Conv"  # Conv, MaxPool, AveragePool
     filters: int = 0
-    kernel: int = 3
+    kernel: int | tuple[int, int] = 3  # square, or (height, width)
     stride: int = 1
     pad: int = 1
     group: int = 1
     activation: str | None = None  # Relu, Clip (ReLU6), HardSwish
     bias: bool = True
 
+    def kernel_hw(self) -> tuple[int, int]:
+        return self.kernel if isinstance(self.kernel, tuple) else (self.kernel, self.kernel)
+
     def out_hw(self) -> tuple[int, int]:
         h, w = self.x[2:]
-        k, s, p = self.kernel, self.stride, self.pad
-        return (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+        (kh, kw), s, p = self.kernel_hw(), self.stride, self.pad
+        return (h + 2 * p - kh) // s + 1, (w + 2 * p - kw) // s + 1
 
     def flops(self) -> int:
         oh, ow = self.out_hw()
         n, c = self.x[:2]
+        window = math.prod(self.kernel_hw())
         if self.op != "Conv":
-            return n * c * oh * ow * self.kernel**2
-        return 2 * n * self.filters * oh * ow * (c // self.group) * self.kernel**2
+            return n * c * oh * ow * window
+        return 2 * n * self.filters * oh * ow * (c // self.group) * window
 
 
 LAYERS = [
@@ -62,8 +67,13 @@ LAYERS = [
     # more layers of resnet18, mobilenet_v2 and ppocrv4_det, with their activations
     Layer("resnet18 stem 7x7/2", (1, 3, 224, 224), filters=64, kernel=7, stride=2, pad=3),
     Layer("resnet18 3x3/2 64->128", (1, 64, 56, 56), filters=128, stride=2, activation="Relu"),
+    Layer("resnet18 3x3 128 28", (1, 128, 28, 28), filters=128, activation="Relu"),
+    Layer("resnet18 3x3/2 128->256", (1, 128, 28, 28), filters=256, stride=2, activation="Relu"),
     Layer("resnet18 3x3 256 14", (1, 256, 14, 14), filters=256, activation="Relu"),
     Layer("resnet18 3x3 512 7", (1, 512, 7, 7), filters=512, activation="Relu"),
+    Layer("resnet18 3x3/2 256->512", (1, 256, 14, 14), filters=512, stride=2, activation="Relu"),
+    Layer("resnet18 1x1/2 256->512", (1, 256, 14, 14), filters=512, kernel=1, stride=2, pad=0),
+    Layer("resnet18 1x1/2 64->128", (1, 64, 56, 56), filters=128, kernel=1, stride=2, pad=0),
     Layer("resnet18 maxpool 3x3/2", (1, 64, 112, 112), op="MaxPool", stride=2),
     Layer("mobilenet stem 3x3/2", (1, 3, 224, 224), filters=32, stride=2, activation="Clip"),
     Layer(
@@ -99,17 +109,19 @@ LAYERS = [
         activation="HardSwish",
     ),
     Layer("ppocr avgpool 2x2/2", (1, 96, 80, 80), op="AveragePool", kernel=2, stride=2, pad=0),
+    # magika's one big convolution: rows one column wide
+    Layer("magika 5x1 256->512", (1, 256, 512, 1), filters=512, kernel=(5, 1), pad=0),
 ]
 
 
 def layer_model(layer: Layer) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     n, c, h, w = layer.x
-    k = layer.kernel
-    window = {"kernel_shape": [k, k], "strides": [layer.stride] * 2, "pads": [layer.pad] * 4}
+    kh, kw = layer.kernel_hw()
+    window = {"kernel_shape": [kh, kw], "strides": [layer.stride] * 2, "pads": [layer.pad] * 4}
     inits, nodes = [], []
     if layer.op == "Conv":
-        weights = rng.standard_normal((layer.filters, c // layer.group, k, k)).astype("float32")
+        weights = rng.standard_normal((layer.filters, c // layer.group, kh, kw)).astype("float32")
         weights *= np.float32(1 / np.sqrt(weights[0].size))
         inits.append(numpy_helper.from_array(weights, "w"))
         inputs = ["x", "w"]

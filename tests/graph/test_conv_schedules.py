@@ -127,7 +127,39 @@ CONVS = {
         "Clip",
     ),
     "stride 3, no pads": ((1, 4, 40, 41), (8, 4, 3, 3), {"strides": [3, 3]}, False, None),
+    # a flat grid (conv_flat.py): rows of 28 or 14 outputs laid end to end
+    "28x28 flat grid": ((1, 16, 28, 28), (16, 16, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "flat grid, pads asymmetric, dilated": (
+        (1, 8, 28, 27),
+        (16, 8, 3, 3),
+        {"pads": [1, 2, 0, 1], "dilations": [2, 1]},
+        True,
+        None,
+    ),
+    "3x3 stride 2 flat grid": (
+        (1, 16, 56, 56),
+        (32, 16, 3, 3),
+        {"pads": [1] * 4, "strides": [2, 2]},
+        True,
+        "Relu",
+    ),
+    "1x1 flat grid": ((1, 24, 14, 14), (48, 24, 1, 1), {}, False, "Clip"),
+    # a 1x1 convolution with a stride reads its subsampled data (conv_widen.py)
+    "1x1 stride 2": ((1, 32, 28, 28), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
+    "1x1 stride 2 pads": (
+        (1, 8, 15, 13),
+        (16, 8, 1, 1),
+        {"pads": [1, 0, 0, 1], "strides": [2, 2]},
+        True,
+        None,
+    ),
 }
+FLAT_GRIDS = [
+    "28x28 flat grid",
+    "flat grid, pads asymmetric, dilated",
+    "3x3 stride 2 flat grid",
+    "1x1 flat grid",
+]
 
 
 @pytest.mark.parametrize("case", list(CONVS))
@@ -214,7 +246,16 @@ def loads_in(e) -> list[BufferLoad]:
 
 
 @pytest.mark.parametrize(
-    "case", ["resnet 3x3", "1x1", "depthwise 3x3", "stem 7x7 stride 2", "7x7, half registers"]
+    "case",
+    [
+        "resnet 3x3",
+        "1x1",
+        "depthwise 3x3",
+        "stem 7x7 stride 2",
+        "7x7, half registers",
+        *FLAT_GRIDS,
+        "1x1 stride 2",
+    ],
 )
 def test_accumulators_are_vectors_fed_by_unguarded_contiguous_loads(case):
     x_shape, w_shape, attrs, bias, activation = CONVS[case]
@@ -269,6 +310,48 @@ def test_strided_windows_of_one_channel_read_their_phases_without_gathers(case):
         assert all(ld.predicate is None for ld in data), data
         assert all(ld.indices[0].stride.value == 1 for ld in data), [ld.indices for ld in data]
     assert "llvm.masked.gather" not in compiled.module.get_source("ll")
+
+
+@pytest.mark.parametrize("case", FLAT_GRIDS)
+def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
+    """28 = 3.5 vectors of 8: the accumulators are the flat grid's (`conv.sum.flat`), fed by
+    the data's flat copy (`.flat`), the epilogue reading the grid."""
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x, w = floats(*x_shape), floats(*w_shape)
+    compiled = loom.compile(conv_model(x, w, floats(w_shape[0]), activation, **attrs))
+    updates = reduction_updates(conv_kernel(compiled))
+    assert updates and all(st.buffer.name == "conv.sum.flat.local" for st in updates), updates
+    for st in updates:
+        data = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
+        assert data and all(ld.buffer.name.endswith(".flat") for ld in data if ld.dtype.lanes > 1)
+
+
+@pytest.mark.parametrize("case", ["1x1 stride 2", "1x1 stride 2 pads"])
+def test_a_strided_1x1_convolution_reads_its_subsampled_data(case):
+    """Not the stride's phases (it reads only one of them, a quarter of their cache lines)."""
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x, w = floats(*x_shape), floats(*w_shape)
+    compiled = loom.compile(conv_model(x, w, None, None, **attrs))
+    updates = reduction_updates(conv_kernel(compiled))
+    assert updates
+    for st in updates:
+        data = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
+        assert data and all(ld.buffer.name.endswith(".sub") for ld in data if ld.dtype.lanes > 1)
+
+
+def test_max_pooling_takes_the_larger_of_the_maximum_and_the_next_element():
+    """`acc > x ? acc : x` (x86's maxps, as onnxruntime computes it; ONNX does not say how
+    MaxPool treats NaN): a NaN followed in its window by numbers is dropped, one window's
+    last element, a NaN, is the result."""
+    x = np.arange(1 * 2 * 8 * 64, dtype="float32").reshape(1, 2, 8, 64)
+    x[0, 0, 0, 0] = np.nan  # the first element of the first window
+    x[0, 1, 1, 1] = np.nan  # the last element of the first window (2x2) of channel 1
+    node = helper.make_node("MaxPool", ["x"], ["out"], kernel_shape=[2, 2], strides=[2, 2])
+    got = loom.compile(make_model([node], x), target="llvm")(x=x)["out"]
+    assert got[0, 0, 0, 0] == x[0, 0, 1, 1]
+    assert np.isnan(got[0, 1, 0, 0])
+    want = x.reshape(1, 2, 4, 2, 32, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(got[0, 0, 1:], want[0, 0, 1:])
 
 
 def test_the_conv_loop_is_multiply_adds_on_full_vectors():
@@ -335,3 +418,28 @@ def test_a_four_dimensional_reduction_without_a_window_is_left_alone():
     assert isinstance(y.op.body, Reduce)
     conv_schedules.schedule(s, loom.target.Target("llvm"))
     assert not s[y].relations and not s[y].loop_kinds
+
+
+def test_a_flipped_window_on_a_flat_grid():
+    """A window read backwards (`x[oh + 2 - kh]`, as a transposed convolution reads): the
+    flat grid's copy must still cover its reach (its offsets are largest at kh = 0)."""
+    x = te.placeholder((1, 8, 30, 30), "float32", name="x")
+    w = te.placeholder((16, 8, 3, 3), "float32", name="w")
+    rc, kh, kw = te.reduce_axis(8, "rc"), te.reduce_axis(3, "kh"), te.reduce_axis(3, "kw")
+    y = te.compute(
+        (1, 16, 28, 28),
+        lambda n, m, oh, ow: te.sum(
+            x[n, rc, oh + 2 - kh, ow + 2 - kw] * w[m, rc, kh, kw], axis=[rc, kh, kw]
+        ),
+        name="y",
+    )
+    s = te.create_schedule(y.op)
+    conv_schedules.schedule(s, loom.target.Target("llvm"))
+    assert any(st.op.name == "y.flat" and st.relations for st in s.stages)
+    f = loom.build(s, [x, w, y], target="llvm", name="flipped")
+    xs, ws = floats(1, 8, 30, 30), floats(16, 8, 3, 3)
+    got = np.zeros((1, 16, 28, 28), "float32")
+    f(xs, ws, got)
+    windows = np.lib.stride_tricks.sliding_window_view(xs[0], (3, 3), axis=(1, 2))
+    want = np.einsum("chwij,mcij->mhw", windows[:, :, :, ::-1, ::-1], ws)[None]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

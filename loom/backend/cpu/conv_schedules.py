@@ -32,6 +32,11 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   a pooling's or a depthwise convolution's few steps gain from it. On a target whose masked
   loads are not safe (Hexagon) those are gathers, and strided windows of one channel and few
   steps (fewer than STRIDED_MIN_STEPS) are left to group_schedules.py there;
+- rows narrower than whole vectors (28 = 3.5 vectors of 8) waste the rest of their last
+  vector; a convolution of shared input is then computed on a flattened grid instead, its
+  rows laid end to end (conv_flat.py), when the cost model (`_flat_tile`) finds that
+  FLAT_MIN_GAIN better: resnet18's 3x3 convolutions at 28x28 (stride 1 and 2) and 14x14,
+  mobilenet_v2's pointwise ones at 14x14;
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, whole vector registers along the row, the most output elements
   per cycle, then the fewest loads per multiply-add;
@@ -39,7 +44,12 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   (group_schedules.PARALLEL_MIN_WORK).
 
 Each output element is still reduced in the rule's order: the results are the default
-schedule's, up to the contraction of a multiply and an add into a fused multiply-add.
+schedule's, up to the contraction of a multiply and an add into a fused multiply-add; and a
+float max pooling's up to NaN: its maximum is `acc > x ? acc : x` (one `maxps`, as
+onnxruntime's MLAS pooling computes it) instead of the IR's NaN-propagating max (a compare, an
+unordered compare and a blend per element: measured 1.5 times slower for resnet18's MaxPool).
+ONNX does not say how MaxPool treats NaN; a window whose last element is not NaN has no NaN
+maximum here.
 """
 
 from __future__ import annotations
@@ -48,16 +58,19 @@ import dataclasses
 import math
 
 from loom.backend.cpu import group_schedules
+from loom.backend.cpu.conv_flat import Grid, flatten, grid
 from loom.backend.cpu.conv_widen import widen
 from loom.backend.cpu.group_schedules import (
     STRIDED_MIN_STEPS,
     _stride,
     reduction_output,
 )
-from loom.ir.expr import IntImm, Var
+from loom.ir.expr import GT, IntImm, Select, Var
+from loom.ir.op import min_value
 from loom.ir.simplify import simplify
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import post_order_visit, substitute
+from loom.te.operation import comm_reducer
 from loom.te.schedule import AttachType, Schedule, Stage
 from loom.te.tensor import ComputeOp, ProducerLoad, Reduce
 
@@ -93,6 +106,16 @@ VECTOR_REDUCTION_SPEEDUP = 8
 
 DEFAULT_VECTOR_BYTES = 16
 
+FLAT_MIN_GAIN = 1.02
+"""A convolution is computed on its flattened grid (conv_flat.py) when that computes this
+much more useful output per cycle than rows of whole vectors."""
+
+FLAT_DATA_IN_CACHE = 512 * 1024
+"""A flat grid's data copy up to this size is swept once per channel tile (it stays in the
+L2 cache, 1 MB on Zen 4: resnet18's 3x3 convolutions at 28x28 and 14x14, 445 and 261 KB, are
+1-2 % faster so); a larger one once per grid tile (its 3x3/2 convolution from 56x56 reads
+890 KB of phases: 6 % faster so)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class _Window:
@@ -126,9 +149,12 @@ def schedule(s: Schedule, target) -> None:
         lanes = max(1, register // stage.op.dtype.itemsize)
         budget = int((32 if register >= 64 else 16) * ACCUMULATOR_SHARE)
         halves = getattr(target, "cpu", None) in HALF_WIDTH_CORES
-        tile = _tile(window, lanes, budget, halves)
-        if tile is not None:
-            _schedule_window(s, window, tile, lanes)
+        found = _tile(window, lanes, budget, halves)
+        flat = _flat_tile(window, lanes, budget, halves)
+        if flat is not None and (found is None or flat[1] > found[1] * FLAT_MIN_GAIN):
+            _schedule_flat(s, window, *flat[0], lanes)
+        elif found is not None:
+            _schedule_window(s, window, found[0], lanes)
 
 
 def _deinterleaves(target) -> bool:
@@ -231,12 +257,15 @@ def _widths(columns: int, lanes: int) -> list[int]:
     return [count * lanes for count in _divisors(columns // lanes, MAX_ROW_REGISTERS)]
 
 
-def _tile(window: _Window, lanes: int, budget: int, halves: bool = False) -> _Tile | None:
+def _tile(
+    window: _Window, lanes: int, budget: int, halves: bool = False
+) -> tuple[_Tile, float] | None:
     """The tile with the most useful output elements per cycle, then the fewest loads per
     multiply-add, at most `budget` accumulator registers, its vectors whole registers of
     `lanes` or half ones (a 7-wide row is one vector of 8 lanes, not 16), the row widened to
     whole vectors; None if the output is too narrow for vectors. With `halves` (a core that
-    runs a full register's operation as two halves), a half register's operations cost half."""
+    runs a full register's operation as two halves), a half register's operations cost half.
+    With the tile, its useful output elements per cycle."""
     _, channels, rows, columns = (int(d) for d in window.reduction.op.shape)
     if columns < MIN_COLUMNS:
         return None
@@ -257,22 +286,87 @@ def _tile(window: _Window, lanes: int, budget: int, halves: bool = False) -> _Ti
                         loads = accumulators + tc
                     # cycles of a step: two multiply-adds and two loads a cycle, and an
                     # accumulator's multiply-adds wait for each other (FMA_CHAINS in flight)
-                    cycles = max(accumulators, loads, FMA_CHAINS)
-                    if halves and vector == lanes:
-                        cycles *= 2
+                    cycles = _cycles(accumulators, loads, halves and vector == lanes)
                     useful = tc * tr * width * columns / wide
                     # ties: the fewest wasted lanes (half registers cost half on some cores),
                     # then the widest rows (measured: the input streams along them)
                     score = (useful / cycles, -wide, -loads / accumulators, width, accumulators)
                     if best_score is None or score > best_score:
                         best, best_score = _Tile(tc, tr, width, vector), score
-    return best
+    return None if best is None else (best, best_score[0])
+
+
+def _cycles(accumulators: int, loads: int, doubled: bool) -> int:
+    """Cycles of a reduction step: two multiply-adds and two loads a cycle, and an
+    accumulator's multiply-adds wait for each other (FMA_CHAINS in flight); twice as many on a
+    core that runs the registers' operations as two halves."""
+    return max(accumulators, loads, FMA_CHAINS) * (2 if doubled else 1)
+
+
+def _flat_tile(
+    window: _Window, lanes: int, budget: int, halves: bool
+) -> tuple[tuple[_Tile, Grid, int], float] | None:
+    """The best tile of channels x vectors of the flattened grid (conv_flat.py), the grid,
+    and its computed lanes (whole tiles); with its useful output elements per cycle. None
+    when the convolution has no flat grid (its window does not move by a constant step along
+    rows and columns), no shared input (depthwise, pooling) or one output row, or is a
+    strided 1x1 convolution."""
+    red: ComputeOp = window.reduction.op
+    if window.shared == 1 or int(red.shape[2]) == 1:
+        return None
+    data = _window_load(red)
+    g = grid(red, data)
+    if g is None or (g.steps != (1, 1) and all(isinstance(o, IntImm) for o in g.offsets)):
+        return None  # a strided 1x1 convolution: rows of its subsampled data are faster
+    best, best_score = None, None
+    for vector in (lanes, lanes // 2):
+        if vector < MIN_COLUMNS:
+            continue
+        for registers in range(1, MAX_ROW_REGISTERS + 1):
+            width = registers * vector
+            computed = -(-g.last // width) * width
+            for tc in _divisors(window.shared, budget):
+                accumulators = tc * registers
+                if accumulators > budget:
+                    continue
+                loads = registers + tc
+                cycles = _cycles(accumulators, loads, halves and vector == lanes)
+                useful = tc * width * g.outputs / computed
+                score = (useful / cycles, -computed, -loads / accumulators, width)
+                if best_score is None or score > best_score:
+                    best, best_score = (_Tile(tc, 1, width, vector), g, computed), score
+    return None if best is None else (best, best_score[0])
 
 
 # -- the schedule ---------------------------------------------------------------------------------
 
 
+def _ordered_max(acc, x):
+    return Select(GT(acc, x), acc, x)
+
+
+ORDERED_MAX = comm_reducer(_ordered_max, min_value, "max")
+"""A float max pooling's combiner: `acc > x ? acc : x` (x86's `maxps`), see above."""
+
+
+def _pooling_max(s: Schedule, window: _Window) -> _Window:
+    """A float max pooling (a max reduction of its window alone, no weights) combined with
+    ORDERED_MAX: the stage's rule replaced, its readers made to read it."""
+    red: ComputeOp = window.reduction.op
+    body: Reduce = red.body
+    if body.combiner.name != "max" or not red.dtype.is_float or len(_loads(body.source)) != 1:
+        return window
+    reduce = Reduce(ORDERED_MAX, body.source, body.axis, body.condition, body.init)
+    new = red.with_body(reduce)
+    window.reduction.op = new
+    if window.reduction.is_output:
+        s.outputs = [new if o is red else o for o in s.outputs]
+    s._replace_dataflow({red: new})
+    return window
+
+
 def _schedule_window(s: Schedule, window: _Window, tile: _Tile, register_lanes: int) -> None:
+    window = _pooling_max(s, window)
     reduction, output = window.reduction, window.output
     if reduction is output:  # no epilogue: compute into local accumulators, then copy out
         cache = s.cache_write(reduction.op.output(0), "local")
@@ -322,6 +416,63 @@ def _schedule_window(s: Schedule, window: _Window, tile: _Tile, register_lanes: 
             _vectorize_rows(padded, register_lanes)
 
 
+def _schedule_flat(
+    s: Schedule, window: _Window, tile: _Tile, g: Grid, computed: int, register_lanes: int
+) -> None:
+    """The convolution on its flattened grid (conv_flat.py): the grid's tiles of channels x
+    vectors, then the epilogue reading the grid row by row. The channel tiles run outside
+    (each tile's weights stay in L1 cache while it sweeps the grid) when the data's copy
+    stays in L2 cache (FLAT_DATA_IN_CACHE) for the next tile's sweep; else the grid's tiles
+    run outside, every channel tile reusing the tile's input (measured both ways)."""
+    reduction, output = window.reduction, window.output
+    red: ComputeOp = reduction.op
+    flat = flatten(s, reduction, _window_load(red), g, computed)
+    copy = s[_copy_of(flat)]
+    copy.compute_root()
+    copy_bytes = math.prod(int(d) for d in copy.op.shape) * copy.op.dtype.itemsize
+    if reduction is not output:
+        reduction.compute_inline()
+    cache = s.cache_write(flat.op.output(0), "local")
+    local = s[cache.op]
+    n, m, q = flat.op.axis
+    mo, mi = flat.split(m, factor=tile.channels)
+    qo, qi = flat.split(q, factor=tile.width)
+    vectors, lane = (None, qi) if tile.lanes == tile.width else flat.split(qi, tile.lanes)
+    inner = [mi] + ([vectors] if vectors is not None else []) + [lane]
+    outer, inside = (mo, qo) if copy_bytes <= FLAT_DATA_IN_CACHE else (qo, mo)
+    flat.reorder(n, outer, inside, *inner)
+    for loop in inner[:-1]:
+        flat.unroll(loop)
+    flat.vectorize(lane)
+    work = math.prod(int(d) for d in flat.op.shape) * _steps(cache.op)
+    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
+        flat.parallel(flat.fuse(n, outer))
+    local.compute_at(flat, inside)
+    _schedule_accumulators(local, tile)
+    _schedule_epilogue(output, register_lanes)
+
+
+def _copy_of(flat: Stage):
+    """The data's flat copy that the grid's reduction reads (conv_flat.py names it `.flat`)."""
+    for tensor in flat.op.input_tensors:
+        if tensor.op.name.endswith(".flat"):
+            return tensor.op
+    raise ValueError(f"{flat.name}: no flat copy of the data among its inputs")
+
+
+def _schedule_epilogue(output: Stage, lanes: int) -> None:
+    """The output copied out of the grid row by row: vectors along the row, the channels in
+    parallel when there is enough work."""
+    n, m, oh, ow = output.op.axis
+    if int(ow.dom.extent.value) > lanes:
+        _, lane = output.split(ow, factor=lanes)
+    else:
+        lane = ow
+    output.vectorize(lane)
+    if math.prod(int(d) for d in output.op.shape) >= group_schedules.PARALLEL_MIN_WORK:
+        output.parallel(output.fuse(n, m))
+
+
 def _extents(axes) -> list[int]:
     return [int(iv.dom.extent.value) for iv in axes]
 
@@ -334,9 +485,9 @@ def _schedule_accumulators(reduction: Stage, tile: _Tile) -> None:
     """The reduction loops outside the tile; the tile's channels, rows and vectors unrolled,
     its columns vectorized; the kernel window's loops unrolled when short."""
     red: ComputeOp = reduction.op
-    _, m, oh, ow = red.axis
+    m, *rows, ow = red.axis[1:]  # a flat grid's reduction has no row axis (conv_flat.py)
     vectors, lane = (None, ow) if tile.lanes == tile.width else reduction.split(ow, tile.lanes)
-    tile_loops = [m, oh] + ([vectors] if vectors is not None else [])
+    tile_loops = [m, *rows] + ([vectors] if vectors is not None else [])
     reduction.reorder(*red.reduce_axis, *tile_loops, lane)
     for loop in tile_loops:
         reduction.unroll(loop)

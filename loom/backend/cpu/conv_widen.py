@@ -11,6 +11,12 @@ Strided windows: a window read at `ow * stride + k` is a gather along the vector
 then split into the stride's phases, `[n, c, h, p, j] = data[n, c, h, j * stride + p]`, which
 the reduction reads at `[..., k % stride, ow + k // stride]`: contiguous along `ow`.
 
+A strided window of one element along both axes (a 1x1 convolution with a stride: it reads
+one phase of every `stride`-th row) would read a quarter of each cache line of that copy: the
+copy is then the subsampled data itself, `[n, c, i, j] = data[n, c, i * sh + r0, j * sw + c0]`,
+read at `[..., oh, ow]` (measured: the 1x1/2 convolution of resnet18 at 7x7 outputs is twice
+as fast).
+
 The copy replaces the padded copy the schedule makes anyway. Changing which tensor a stage
 reads is not a schedule primitive: this module builds the new stages itself (as
 `Schedule.cache_read` does) and uses `Schedule._replace_dataflow`.
@@ -22,7 +28,8 @@ from loom import te
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.op import floordiv, floormod
 from loom.ir.simplify import simplify
-from loom.ir.visitor import Mutator, substitute
+from loom.ir.structural import structural_equal
+from loom.ir.visitor import Mutator, post_order_visit, substitute
 from loom.te.schedule import Schedule, Stage
 from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce, Tensor
 
@@ -77,6 +84,62 @@ def _relaid_input(narrow: Tensor, read: int, stride: int) -> Tensor:
     )
 
 
+class _ReadSubsampled(Mutator):
+    """Reads of `narrow` become reads of `sub` (the subsampled data) at `[..., oh, ow]`."""
+
+    def __init__(self, narrow: Tensor, sub: Tensor, oh: Var, ow: Var):
+        self.narrow, self.sub, self.oh, self.ow = narrow, sub, oh, ow
+
+    def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
+        e = self.generic_mutate(e)
+        if e.tensor.op is not self.narrow.op:
+            return e
+        return ProducerLoad(self.sub, (*e.indices[:2], self.oh, self.ow))
+
+    def visit_Reduce(self, e: Reduce) -> PrimExpr:
+        return self.generic_mutate(e)
+
+
+def _single_point(red: ComputeOp, data: ProducerLoad) -> tuple[int, int, int, int] | None:
+    """(row stride, first row, column stride, first column) when `data`'s row and column
+    indices are `oh * sh + r0` and `ow * sw + c0` with constants (no kernel axis in them)."""
+    _, _, oh, ow = (iv.var for iv in red.axis)
+    single = {r.var: IntImm(0) for r in red.reduce_axis if int(r.dom.extent.value) == 1}
+    found = []
+    for index, var in ((data.indices[2], oh), (data.indices[3], ow)):
+        index = simplify(substitute(index, single))
+        first = simplify(substitute(index, {oh: IntImm(0), ow: IntImm(0)}))
+        step = simplify(substitute(index, {var: IntImm(1)}) - substitute(index, {var: IntImm(0)}))
+        other = oh if var is ow else ow
+        if not (isinstance(first, IntImm) and isinstance(step, IntImm)) or _reads(index, other):
+            return None
+        if not structural_equal(simplify(index - (var * step.value + first.value)), IntImm(0)):
+            return None
+        found += [step.value, first.value]
+    return tuple(found)
+
+
+def _reads(e: PrimExpr, var: Var) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if n is var else None)
+    return bool(found)
+
+
+def _subsampled_input(narrow: Tensor, rows: int, columns: int, point) -> Tensor:
+    sh, r0, sw, c0 = point
+    have_h, have_w = int(narrow.shape[2]), int(narrow.shape[3])
+    zero = te.const(0, narrow.dtype)
+    return te.compute(
+        (*narrow.shape[:2], rows, columns),
+        lambda n, c, i, j: te.if_then_else(
+            (i * sh + r0 < have_h) & (j * sw + c0 < have_w),
+            narrow(n, c, i * sh + r0, j * sw + c0),
+            zero,
+        ),
+        name=f"{narrow.op.name}.sub",
+    )
+
+
 def widen(
     s: Schedule, reduction: Stage, data: ProducerLoad, columns: int, stride: int
 ) -> Stage | None:
@@ -95,7 +158,13 @@ def widen(
     narrow = data.tensor
     relaid_stage = None
     source = body.source
-    if read.value >= int(narrow.shape[3]) or stride > 1:
+    point = _single_point(red, data) if stride > 1 else None
+    if point is not None:
+        sub = _subsampled_input(narrow, int(red.shape[2]), columns, point)
+        source = _ReadSubsampled(narrow, sub, red.axis[2].var, ow.var).visit(source)
+        relaid_stage = Stage(sub.op, s, is_output=False)
+        s.stages.insert(s.stages.index(reduction), relaid_stage)
+    elif read.value >= int(narrow.shape[3]) or stride > 1:
         relaid = _relaid_input(narrow, read.value, stride)
         source = _ReadRelaid(narrow, relaid, ow.var, stride).visit(source)
         relaid_stage = Stage(relaid.op, s, is_output=False)
