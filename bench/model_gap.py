@@ -1,0 +1,257 @@
+"""Where a compiled model's time goes beyond the sum of its kernels: main's own overhead, or the
+kernels' cold caches. One process, one thread, runs interleaved, medians: each kernel's own
+median of its thread's CPU time, the model's and onnxruntime's wall and CPU time:
+
+- model: `compiled(**feeds)`, the whole model;
+- sequence: the kernels called one by one from Python, in main's order, on arrays laid out as
+  the memory plan lays out the pools (the same offsets and the same sharing): what main does,
+  without main;
+- sequence, weights warm: the same, each kernel's constants read just before it (untimed);
+- hot: each kernel alone, run again on the data it just ran on (the kernel sum of a per-kernel
+  profile);
+- hot fresh: the same on fresh arrays, one per argument;
+- onnxruntime, one thread.
+
+The model's CPU time (a preempted run does not count) - sequence is main's own cost (its calls
+and status checks); sequence - hot is what the kernels lose to cold caches in a real run, and
+sequence - weights warm the part of it that is the constants (weights read from DRAM once per
+run). Main's pools against fresh arrays: hot runs the kernels on the pools, `hot fresh` on
+fresh arrays of their own; equal times mean the placement (offsets that alias in the caches)
+costs nothing. The table of kernels lists the largest losses, with the constants' bytes each
+reads and the bandwidth that loss would mean.
+
+    python bench/model_gap.py [--only mobilenet_v2] [--runs 20] [--top 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import pathlib
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+import loom
+from loom.graph.lower import c_name
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import models as bench_models
+
+WARM = "sequence, weights warm"
+
+
+class Call:
+    """One call of main's body: the kernel's entry point, its argument vector, the arrays in it
+    and which of them are constants."""
+
+    def __init__(self, name: str, entry, arrays: list[np.ndarray], constants: list[np.ndarray]):
+        self.name = name
+        self.entry = entry
+        self.arrays = arrays  # kept alive: argv holds their addresses
+        self.constants = constants
+        self.argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+
+    def __call__(self) -> None:
+        status = self.entry(self.argv)
+        if status != 0:
+            raise loom.LoomError(f"{self.name} failed (status {status})")
+
+
+def planned_calls(
+    compiled, feeds: dict[str, np.ndarray]
+) -> tuple[list[Call], dict[str, np.ndarray]]:
+    """main's calls on arrays placed as the plan places them: each pool one array, each planned
+    buffer a view at its offset; the inputs as given, the outputs fresh. Kernels are called
+    through their raw entry points: their arguments share a pool, on purpose. Also returns
+    the model's outputs the calls write, by output name."""
+    plan = compiled.memory_plan
+    pools = {
+        p.pool.name: loom.nd.empty((max(p.size, 1),), "uint8", p.pool.alignment) for p in plan.pools
+    }
+    for pool in pools.values():
+        pool[...] = 0
+    placed = {b.buffer: b for p in plan.pools for b in p.placed}
+    for name, value in compiled.graph.constants.items():
+        b = placed.get(c_name(name))
+        if b is not None and b.pool in pools:
+            data = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
+            pools[b.pool][b.offset : b.offset + data.size] = data
+    interface = {c_name(n): a for n, a in feeds.items()}
+    for name, shape, dt in compiled.info.outputs:
+        interface[c_name(name)] = loom.nd.empty(shape, dt)
+    main = compiled.lowered.module.functions[0]
+    calls = []
+    for stmt in main.body.seq:
+        call = stmt.condition.a  # assert(call_func(kernel, args...) == 0)
+        function = compiled.module[call.op]
+        names = [v.name for v in call.args]
+        names += [p.name for p in function.signature.params[len(names) :]]  # its pool params
+        arrays, constants = [], []
+        for param, name in zip(function.signature.params, names):
+            shape, dt = tuple(param.shape), np.dtype(str(param.dtype))
+            if name in interface:
+                arrays.append(interface[name])
+                continue
+            if name.startswith("pool_") and name[5:] in pools:
+                arrays.append(pools[name[5:]])
+                continue
+            b = placed[name]
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            view = pools[b.pool][b.offset : b.offset + nbytes].view(dt).reshape(shape)
+            arrays.append(view)
+            if plan[b.pool].pool.kind == "constant":
+                constants.append(view)
+        calls.append(Call(call.op, function.cfunc, arrays, constants))
+    outputs = {name: interface[c_name(name)] for name, _, _ in compiled.info.outputs}
+    return calls, outputs
+
+
+def fresh_calls(calls: list[Call]) -> list[Call]:
+    """The same calls on fresh arrays with the same contents, one per argument (a pool a kernel
+    takes for its own buffers: one fresh array per pool, shared)."""
+    fresh_pools: dict[int, np.ndarray] = {}
+    out = []
+    for call in calls:
+        arrays = []
+        for a in call.arrays:
+            if a.base is None and a.dtype == np.uint8 and a.ndim == 1:  # a whole pool
+                if id(a) not in fresh_pools:
+                    fresh_pools[id(a)] = loom.nd.empty(a.shape, a.dtype)
+                arrays.append(fresh_pools[id(a)])
+                continue
+            copy = loom.nd.empty(a.shape, a.dtype)
+            copy[...] = a
+            arrays.append(copy)
+        constants = [b for a, b in zip(call.arrays, arrays) if any(a is c for c in call.constants)]
+        out.append(Call(call.name, call.entry, arrays, constants))
+    return out
+
+
+def _cpu(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def _wall(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _thread(fn) -> float:
+    """CPU seconds of this thread: a kernel runs on it (one thread), and time the machine gives
+    to other processes does not count."""
+    start = time.thread_time()
+    fn()
+    return time.thread_time() - start
+
+
+def per_kernel(calls: list[Call], warm_constants: bool) -> np.ndarray:
+    """Each kernel's seconds in one pass of the sequence."""
+    times = np.zeros(len(calls))
+    for k, call in enumerate(calls):
+        if warm_constants:
+            for c in call.constants:
+                c.sum()
+        times[k] = _thread(call)
+    return times
+
+
+def hot(calls: list[Call]) -> np.ndarray:
+    """Each kernel's seconds when run again on the data it just ran on."""
+    times = np.zeros(len(calls))
+    for k, call in enumerate(calls):
+        call()
+        times[k] = min(_thread(call) for _ in range(3))
+    return times
+
+
+def measure(name: str, runs: int, top: int) -> None:
+    path = bench_models.models_dir() / f"{name}.onnx"
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    feeds = bench_models.feeds_for(session, bench_models.MODEL_SHAPES.get(name, {}))
+    compiled = loom.compile(str(path), shapes={k: v.shape for k, v in feeds.items()})
+    loom.runtime.set_num_threads(1)
+    calls, outputs = planned_calls(compiled, feeds)
+
+    def sequence():
+        for call in calls:
+            call()
+
+    samples: dict[str, list] = {}
+    for _ in range(2):
+        compiled(**feeds)
+        sequence()
+    for out, want in compiled(**feeds).items():  # the sequence is main's, or it measures nothing
+        if not np.array_equal(outputs[out], want):
+            raise AssertionError(f"{name}: the kernels called one by one do not compute {out}")
+    fresh = fresh_calls(calls)  # after the sequence ran: real intermediate values
+    for _ in range(2):
+        session.run(None, feeds)
+    measurements = {
+        "model cpu": lambda: _cpu(lambda: compiled(**feeds)),
+        "model": lambda: _wall(lambda: compiled(**feeds)),
+        "sequence": lambda: per_kernel(calls, False),
+        WARM: lambda: per_kernel(calls, True),
+        "hot": lambda: hot(calls),
+        "hot fresh": lambda: hot(fresh),
+        "onnxruntime cpu": lambda: _cpu(lambda: session.run(None, feeds)),
+        "onnxruntime": lambda: _wall(lambda: session.run(None, feeds)),
+    }
+    order = list(measurements)
+    for run in range(runs):
+        # each run starts at another measurement: none always follows the same one (the one
+        # before leaves the caches in its own state)
+        for key in order[run % len(order) :] + order[: run % len(order)]:
+            samples.setdefault(key, []).append(measurements[key]())
+    kernels = {k: np.median(np.array(v), axis=0) for k, v in samples.items()}
+    total = {k: float(np.sum(v)) for k, v in kernels.items()}
+    print(f"\n{name}: {len(calls)} kernels, medians (ms) of {runs} interleaved runs, 1 thread")
+    for key in (
+        "model",
+        "model cpu",
+        "sequence",
+        WARM,
+        "hot",
+        "hot fresh",
+        "onnxruntime",
+        "onnxruntime cpu",
+    ):
+        print(f"  {key:24s} {total[key] * 1e3:8.2f}")
+    gaps = (
+        ("main's own cost (model cpu - sequence)", total["model cpu"] - total["sequence"]),
+        ("cold caches (sequence - hot)", total["sequence"] - total["hot"]),
+        ("  of it the weights (sequence - warm)", total["sequence"] - total[WARM]),
+    )
+    for label, seconds in gaps:
+        print(f"  {label:42s} {seconds * 1e3:6.2f} ms")
+    loss = kernels["sequence"] - kernels["hot"]
+    print(f"  the {top} largest losses in the sequence:")
+    for k in np.argsort(-loss)[:top]:
+        weights = sum(c.nbytes for c in calls[k].constants)
+        rate = f"{weights / loss[k] / 1e9:5.1f} GB/s" if loss[k] > 0 and weights else ""
+        print(
+            f"    {calls[k].name[:60]:60s} seq {kernels['sequence'][k] * 1e3:6.3f} "
+            f"hot {kernels['hot'][k] * 1e3:6.3f} ms, weights {weights / 1e6:5.2f} MB {rate}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", help="a model name (repeatable)")
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--top", type=int, default=10)
+    args = parser.parse_args()
+    for name in args.only or ["mobilenet_v2", "resnet18"]:
+        measure(name, args.runs, args.top)
+
+
+if __name__ == "__main__":
+    main()
