@@ -70,6 +70,46 @@ def test_strategy_packs_b_only_for_many_rows():
     assert "packedB" in {st.op.name for st in sch.stages}
 
 
+def test_strategy_packs_each_panel_in_the_parallel_loop():
+    # enough panels for every thread: each panel is packed on the stack of the thread using it
+    panels = cpu.PANEL_TASKS_PER_THREAD * cpu.host_threads() + 1
+    run_strategy(37, panels * LANES, 29, pack=True, cols=LANES)
+    sch, args = cpu.matmul(37, panels * LANES, 29, pack=True, cols=LANES)
+    (loop,) = [f for f in loops_of(loom.lower(sch, args)) if f.kind == ForKind.PARALLEL]
+    assert int(loop.extent.value) == panels
+    packs = [a.buffer for a in allocations(loop.body) if a.buffer.name == "packedB"]
+    assert [(b.scope, b.shape[0].value) for b in packs] == [("local", 29 * LANES)]
+
+
+def test_strategy_packs_partial_panels_before_the_tiles():
+    # a partial last panel would run on one thread after the parallel loop: all of B packed first
+    n = (cpu.PANEL_TASKS_PER_THREAD * cpu.host_threads() + 1) * LANES - 3
+    run_strategy(37, n, 29, pack=True, cols=LANES)
+    sch, args = cpu.matmul(37, n, 29, pack=True, cols=LANES)
+    packs = [a.buffer for a in allocations(loom.lower(sch, args)["main"].body)]
+    assert [b.scope for b in packs if b.name == "packedB"] == ["global"]
+
+
+def test_strategy_packs_a_panel_too_large_for_the_stack_before_the_tiles():
+    k = cpu.PANEL_STACK_BYTES // (4 * LANES) + 1
+    sch, args = cpu.matmul(2, LANES * 8 * cpu.host_threads(), k, pack=True, cols=LANES)
+    packs = [a.buffer for a in allocations(loom.lower(sch, args)["main"].body)]
+    assert [b.scope for b in packs if b.name == "packedB"] == ["global"]
+
+
+def loops_of(module) -> list:
+    found = []
+    for f in module:
+        post_order_visit(f.body, lambda n: found.append(n) if isinstance(n, For) else None)
+    return found
+
+
+def allocations(stmt) -> list:
+    found = []
+    post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, Allocate) else None)
+    return found
+
+
 def test_strategy_rejects_bad_options():
     with pytest.raises(ValueError, match="m must be a positive int"):
         cpu.matmul(0, 4, 4)
