@@ -9,7 +9,7 @@ from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.function import IRModule
-from loom.ir.visitor import post_order_visit
+from loom.ir.visitor import visit_each_once
 from loom.memory.program import GLOBALS_ATTR
 from loom.memory.scope import Stack
 from loom.transform.lower_memory import MEMORIES_ATTR
@@ -37,7 +37,7 @@ def memories_used(mod: IRModule) -> tuple[str, ...]:
             if buf is not None and buf.data not in params:
                 scopes.setdefault(buf.scope)
 
-        post_order_visit(func.body, record)
+        visit_each_once(func.body, record)
         for scope in func.attr(MEMORIES_ATTR, ()):  # fixed-address buffers (lower_memory_scopes)
             scopes.setdefault(scope)
     return tuple(scopes)

@@ -11,7 +11,7 @@ from loom.ir.buffer import Buffer
 from loom.ir.expr import Call, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import BufferStore, LetStmt
-from loom.ir.visitor import children, post_order_visit
+from loom.ir.visitor import children, visit_each_once
 from loom.transform.lower_parallel import is_task
 
 
@@ -41,12 +41,18 @@ def written_buffers(
         return abi.read_only_params(call.op)
 
     def escapes(value) -> None:  # every handle a let binds may be written through later
-        post_order_visit(
+        visit_each_once(
             value,
             lambda n: written.add(n) if isinstance(n, Var) and n.dtype.is_handle else None,
         )
 
+    seen: set[tuple[int, bool]] = set()  # a subtree shared by an unrolled body, once
+
     def walk(n, read_only: bool = False) -> None:
+        key = (id(n), read_only)
+        if key in seen:
+            return
+        seen.add(key)
         if isinstance(n, BufferStore):
             written.add(n.buffer.data)
         elif isinstance(n, LetStmt):
@@ -117,7 +123,7 @@ def module_signatures(
             elif isinstance(n, Call) and n.kind == "intrin" and n.op == "function_address":
                 used.append(n.args[0].value)
 
-        post_order_visit(func.body, record)
+        visit_each_once(func.body, record)
         for name in used:
             if name in by_name and name not in visiting and not _known(name):
                 compute(by_name[name], visiting)  # a cycle leaves the callee conservative

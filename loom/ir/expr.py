@@ -169,14 +169,28 @@ class IntImm(PrimExpr):
     dtype: DataType = INT32
 
     def __post_init__(self) -> None:
-        dt = dtype(self.dtype)
-        self._set("dtype", dt)
-        if not (dt.is_integer or dt.is_bool or dt.is_handle) or dt.is_vector:
-            raise ValueError(f"IntImm needs a scalar integer or bool dtype, got {dt}")
-        if isinstance(self.value, bool) or not isinstance(self.value, int):
-            self._set("value", int(self.value))
-        if not dt.is_handle and not dt.min_value() <= self.value <= dt.max_value():
-            raise ValueError(f"constant {self.value} does not fit in {dt}")
+        dt = self.dtype
+        if type(dt) is not DataType:
+            dt = dtype(dt)
+            self._set("dtype", dt)
+        limits = _INT_LIMITS.get(dt)
+        if limits is None:
+            if not (dt.is_integer or dt.is_bool or dt.is_handle) or dt.is_vector:
+                raise ValueError(f"IntImm needs a scalar integer or bool dtype, got {dt}")
+            limits = _INT_LIMITS[dt] = (
+                (None, None) if dt.is_handle else (dt.min_value(), dt.max_value())
+            )
+        value = self.value
+        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
+            value = int(value)
+            self._set("value", value)
+        lo, hi = limits
+        if lo is not None and not lo <= value <= hi:
+            raise ValueError(f"constant {value} does not fit in {dt}")
+
+
+_INT_LIMITS: dict[DataType, tuple[int | None, int | None]] = {}
+"""The range of each IntImm dtype, found once (a constant is made for every index and step)."""
 
 
 @node
@@ -207,9 +221,24 @@ def _same_dtype(name: str, a: PrimExpr, b: PrimExpr) -> DataType:
         raise TypeError(
             f"{name} takes two PrimExpr operands, got {type(a).__name__}, {type(b).__name__}"
         )
-    if a.dtype != b.dtype:
+    dt = a.dtype
+    if dt is not b.dtype and dt != b.dtype:
         raise TypeError(f"{name} operands must have the same dtype, got {a.dtype} and {b.dtype}")
-    return a.dtype
+    return dt
+
+
+def _with_lanes(dt: DataType, lanes: int) -> DataType:
+    """`dt.with_lanes(lanes)`, one DataType per pair (a vector node is made for every access)."""
+    if dt.lanes == lanes:
+        return dt
+    key = (dt, lanes)
+    out = _LANES.get(key)
+    if out is None:
+        out = _LANES[key] = dt.with_lanes(lanes)
+    return out
+
+
+_LANES: dict[tuple[DataType, int], DataType] = {}
 
 
 class BinaryOp(PrimExpr):
@@ -491,7 +520,7 @@ class BufferLoad(PrimExpr):
         if not isinstance(self.indices, tuple):
             self._set("indices", tuple(self.indices))
         lanes = _access_lanes(self.buffer, self.indices, self.predicate)
-        self._set("dtype", self.buffer.dtype.with_lanes(lanes))
+        self._set("dtype", _with_lanes(self.buffer.dtype, lanes))
 
 
 def _access_lanes(buffer, indices, predicate) -> int:
@@ -509,7 +538,7 @@ def _access_lanes(buffer, indices, predicate) -> int:
             if lanes > 1 and lanes != idt.lanes:
                 raise TypeError(f"indices of buffer {buffer.name} have different lanes")
             lanes = idt.lanes
-    if predicate is not None and predicate.dtype != BOOL.with_lanes(lanes):
+    if predicate is not None and predicate.dtype != _with_lanes(BOOL, lanes):
         raise TypeError(
             f"predicate of an access to {buffer.name} must be bool with {lanes} "
             f"lanes, got {predicate.dtype}"
@@ -563,7 +592,7 @@ class Ramp(PrimExpr):
         dt = _same_dtype("Ramp", self.base, self.stride)
         if dt.lanes != 1 or self.lanes < 2:
             raise TypeError(f"Ramp needs scalar base/stride and lanes >= 2, got {dt}, {self.lanes}")
-        self._set("dtype", dt.with_lanes(self.lanes))
+        self._set("dtype", _with_lanes(dt, self.lanes))
 
 
 @node
@@ -580,7 +609,7 @@ class Broadcast(PrimExpr):
                 f"Broadcast needs a scalar value and lanes >= 2, got "
                 f"{self.value.dtype}, {self.lanes}"
             )
-        self._set("dtype", self.value.dtype.with_lanes(self.lanes))
+        self._set("dtype", _with_lanes(self.value.dtype, self.lanes))
 
 
 @node

@@ -24,6 +24,9 @@ Range = tuple[int, int]
 
 def signed_repr(value: int, bits: int) -> int:
     """The representative of `value` modulo 2**bits in [-2**(bits-1), 2**(bits-1))."""
+    half = 1 << (bits - 1)
+    if -half <= value < half:  # already its own representative: nearly every value
+        return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
 
@@ -31,7 +34,7 @@ def signed_repr(value: int, bits: int) -> int:
 class Linear:
     """A mutable linear combination of atoms, used while rewriting (never stored in the IR)."""
 
-    __slots__ = ("const", "dtype", "modular", "terms")
+    __slots__ = ("_half", "const", "dtype", "modular", "terms")
 
     def __init__(
         self,
@@ -42,13 +45,19 @@ class Linear:
     ) -> None:
         self.dtype = dt
         self.modular = modular
+        # values in [-half, half) are their own representative (None: not modular)
+        self._half = 1 << (dt.bits - 1) if modular else None
         self.terms: dict[PrimExpr, int] = {}
         self.const = self._norm(const)
-        for atom, coeff in (terms or {}).items():
-            self.add_term(atom, coeff)
+        if terms:
+            for atom, coeff in terms.items():
+                self.add_term(atom, coeff)
 
     def _norm(self, value: int) -> int:
-        return signed_repr(value, self.dtype.bits) if self.modular else value
+        half = self._half
+        if half is None or -half <= value < half:
+            return value
+        return signed_repr(value, self.dtype.bits)
 
     @property
     def is_const(self) -> bool:

@@ -51,7 +51,7 @@ from loom.ir.stmt import (
     is_nop,
     seq,
 )
-from loom.ir.visitor import Mutator, post_order_visit, substitute, uses_var
+from loom.ir.visitor import Mutator, substitute, uses_var, visit_each_once
 
 _LEAVES = (IntImm, FloatImm, StringImm)
 _DIVISIONS = (E.Div, E.Mod, FloorDiv, FloorMod)
@@ -126,7 +126,7 @@ def _has_extern_call(e: PrimExpr) -> bool:
         if isinstance(n, E.Call) and n.kind == E.CallKind.EXTERN:
             found = True
 
-    post_order_visit(e, check)
+    visit_each_once(e, check)
     return found
 
 

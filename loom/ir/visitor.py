@@ -36,8 +36,13 @@ def _fields(cls: type) -> tuple[str, ...]:
     return names
 
 
-def children(node: Any) -> list:
+def children(node: Any) -> tuple:
     """The child expressions and statements of a node, in field order."""
+    d = getattr(node, "__dict__", None)
+    if d is not None:
+        kids = d.get("_children")
+        if kids is not None:
+            return kids
     names = _FIELDS.get(type(node))
     if names is None:
         names = _fields(type(node))
@@ -50,7 +55,10 @@ def children(node: Any) -> list:
             for v in value:
                 if isinstance(v, _IR):
                     out.append(v)
-    return out
+    kids = tuple(out)
+    if d is not None:  # an IR node never changes: its children are found once (every walk)
+        d["_children"] = kids
+    return kids
 
 
 def _method(visitor: type, node: type, default: str) -> Callable:
@@ -66,14 +74,68 @@ def _method(visitor: type, node: type, default: str) -> Callable:
     return method
 
 
+_KINDS: dict[frozenset, frozenset] = {}  # each distinct set of node classes once
+
+
+def node_kinds(node: Any) -> frozenset[type]:
+    """The classes of `node` and of every node under it (children only), found once per node
+    (an IR node never changes) and kept on it."""
+    d = node.__dict__
+    kinds = d.get("_kinds")
+    if kinds is None:
+        kinds = frozenset((type(node),))
+        for child in children(node):
+            kinds = kinds | node_kinds(child)
+        kinds = _KINDS.setdefault(kinds, kinds)
+        d["_kinds"] = kinds
+    return kinds
+
+
+def _relevance(visitor: type, base: type, walk: str) -> dict | bool:
+    """For a visitor class that only reacts through its `visit_<Class>` methods (it overrides
+    neither `visit` nor the generic walk), a table: set of node classes -> whether a subtree
+    made of them holds no node it has a method for (walking it cannot matter). False for any
+    other visitor class. Kept on the class."""
+    table = visitor.__dict__.get("_skippable")
+    if table is None:
+        own = ("visit", walk, "_mutate_tuple")
+        if any(getattr(visitor, n, None) is not getattr(base, n, None) for n in own):
+            table = False
+        else:
+            table = {}
+        visitor._skippable = table
+        visitor._handled = frozenset(n[6:] for n in dir(visitor) if n.startswith("visit_"))
+    return table
+
+
+def _skips(visitor: type, table: dict, node: Any) -> bool:
+    """True if no node under `node` has a method of `visitor` (a pass that rewrites loops then
+    skips every expression, and every statement subtree without a loop)."""
+    d = getattr(node, "__dict__", None)
+    if d is None:
+        return False
+    kinds = d.get("_kinds") or node_kinds(node)
+    skip = table.get(kinds)
+    if skip is None:
+        handled = visitor._handled
+        skip = table[kinds] = not any(k.__name__ in handled for k in kinds)
+    return skip
+
+
 class Visitor:
     """Walks a tree; override `visit_<Class>` methods."""
 
     def visit(self, node: Any) -> None:
+        cls = type(self)
+        table = cls.__dict__.get("_skippable")
+        if table is None:
+            table = _relevance(cls, Visitor, "generic_visit")
+        if table is not False and _skips(cls, table, node):
+            return
         try:
-            method = type(self).__dict__["_visit_methods"][type(node)]
+            method = cls.__dict__["_visit_methods"][type(node)]
         except KeyError:
-            method = _method(type(self), type(node), "generic_visit")
+            method = _method(cls, type(node), "generic_visit")
         method(self, node)
 
     def generic_visit(self, node: Any) -> None:
@@ -85,10 +147,16 @@ class Mutator:
     """Rebuilds a tree bottom-up; a node whose children did not change is returned as is."""
 
     def visit(self, node: Any) -> Any:
+        cls = type(self)
+        table = cls.__dict__.get("_skippable")
+        if table is None:
+            table = _relevance(cls, Mutator, "generic_mutate")
+        if table is not False and _skips(cls, table, node):
+            return node
         try:
-            method = type(self).__dict__["_visit_methods"][type(node)]
+            method = cls.__dict__["_visit_methods"][type(node)]
         except KeyError:
-            method = _method(type(self), type(node), "generic_mutate")
+            method = _method(cls, type(node), "generic_mutate")
         return method(self, node)
 
     def generic_mutate(self, node: Any) -> Any:
@@ -124,9 +192,61 @@ def post_order_visit(node: Any, fn: Callable[[Any], None]) -> None:
     walk(node)
 
 
+def visit_each_once(node: Any, fn: Callable[[Any], None]) -> None:
+    """Call `fn` once on each distinct node object under `node`, children first and in the
+    order of `post_order_visit`, skipping a subtree already visited where it occurs again: for
+    collectors of sets (an unrolled body shares its subtrees many times)."""
+    seen: set[int] = set()
+
+    def walk(n: Any) -> None:
+        seen.add(id(n))
+        for child in children(n):
+            if id(child) not in seen:
+                walk(child)
+        fn(n)
+
+    walk(node)
+
+
+_NO_VARS: frozenset = frozenset()
+
+
+def child_vars(node: Any) -> frozenset:
+    """The variables under `node` reached as children (not binding positions, not buffers'
+    data), found once per node (an IR node never changes) and kept on it."""
+    d = node.__dict__
+    found = d.get("_child_vars")
+    if found is None:
+        if type(node) is Var:
+            found = frozenset((node,))
+        else:
+            kids = children(node)
+            if not kids:
+                found = _NO_VARS
+            elif len(kids) == 1:
+                found = child_vars(kids[0])
+            else:
+                found = frozenset().union(*[child_vars(k) for k in kids])
+        d["_child_vars"] = found
+    return found
+
+
 class _Substituter(Mutator):
     def __init__(self, mapping: Mapping[Var, PrimExpr]):
         self.mapping = mapping
+        self.replaced = frozenset(mapping)
+        self.done: dict[int, Any] = {}  # id(node) -> its result: shared subtrees once
+
+    def visit(self, node: Any) -> Any:
+        # Only the paths to a replaced variable are rebuilt: an unrolled loop substitutes its
+        # variable into a large body once per copy.
+        if self.replaced.isdisjoint(child_vars(node)):
+            return node
+        key = id(node)
+        new = self.done.get(key)
+        if new is None:
+            new = self.done[key] = super().visit(node)
+        return new
 
     def visit_Var(self, v: Var) -> PrimExpr:
         return self.mapping.get(v, v)
@@ -167,7 +287,7 @@ def free_vars(node: Any) -> set[Var]:
         elif isinstance(n, Allocate):
             bound.add(n.buffer.data)
 
-    post_order_visit(node, record)
+    visit_each_once(node, record)
     return used - bound
 
 
@@ -180,12 +300,14 @@ def uses_var(node: Any, var: Var) -> bool:
         if _vars_of(n) == var:
             found = True
 
-    post_order_visit(node, check)
+    visit_each_once(node, check)
     return found
 
 
 class _Renamer(_Substituter):
     """Substitutes variables by variables, at their uses and where they are bound."""
+
+    visit = Mutator.visit  # a renamed binding may be one the body never uses
 
     def visit_For(self, s):
         new = self.generic_mutate(s)

@@ -69,7 +69,7 @@ from loom.ir.stmt import (
     LetStmt,
     Stmt,
 )
-from loom.ir.visitor import Mutator, free_vars, post_order_visit, substitute
+from loom.ir.visitor import Mutator, free_vars, substitute, visit_each_once
 from loom.transform.pass_infra import Pass, PassContext, register_pass
 
 CONFIG = "tir.disable_bound_checks"
@@ -132,7 +132,7 @@ def _stores_in(s: Stmt) -> list[str]:
         if isinstance(n, BufferStore) and n.buffer.name not in names:
             names.append(n.buffer.name)
 
-    post_order_visit(s, record)
+    visit_each_once(s, record)
     return names
 
 

@@ -48,7 +48,7 @@ from loom.ir.bound import ConstIntBoundAnalyzer, Range, dtype_range
 from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import PrimExpr, Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.visitor import Mutator, post_order_visit
+from loom.ir.visitor import Mutator, visit_each_once
 from loom.transform.pass_infra import Pass, register_pass
 
 PARALLEL_TASK_ATTR = "parallel_task"
@@ -118,7 +118,7 @@ def used_vars(node) -> list[Var]:
         elif isinstance(n, E.Call) and n.op == "address_of":
             found.setdefault(n.args[0].buffer.data)
 
-    post_order_visit(node, record)
+    visit_each_once(node, record)
     return list(found)
 
 
@@ -134,7 +134,7 @@ def bound_vars(node) -> set[Var]:
         elif isinstance(n, S.Allocate):
             bound.add(n.buffer.data)
 
-    post_order_visit(node, record)
+    visit_each_once(node, record)
     return bound
 
 
@@ -160,7 +160,7 @@ def distinct_pointers(func: PrimFunc) -> set[Var]:
             ):
                 out.add(n.var)
 
-    post_order_visit(func.body, record)
+    visit_each_once(func.body, record)
     return out
 
 
@@ -336,7 +336,7 @@ class _Outline(Mutator):
 def _extern_names(mod: IRModule) -> set[str]:
     names: set[str] = set()
     for func in mod:
-        post_order_visit(
+        visit_each_once(
             func.body,
             lambda n: names.add(n.op) if isinstance(n, E.Call) and n.kind != "intrin" else None,
         )

@@ -47,7 +47,7 @@ from loom.ir.stmt import (
     Stmt,
     seq,
 )
-from loom.ir.visitor import Mutator, Visitor, free_vars, post_order_visit, substitute
+from loom.ir.visitor import Mutator, Visitor, free_vars, substitute, visit_each_once
 from loom.transform.pass_infra import Pass, PassContext, register_pass
 
 VECTOR_REGISTERS = 4
@@ -186,7 +186,7 @@ class _Vectorizer:
             if isinstance(n, Var) and n in self.vmap:
                 raise _CannotVectorize("a call depends on the vectorized loop")
 
-        post_order_visit(e, check)
+        visit_each_once(e, check)
 
     # -- statements ----------------------------------------------------------------------------
     def stmt(self, s: Stmt, pred: PrimExpr | None) -> Stmt:
@@ -276,7 +276,7 @@ def _reject_trapping_division(e: PrimExpr) -> None:
         ):
             raise _CannotVectorize("integer division under a lane condition")
 
-    post_order_visit(e, check)
+    visit_each_once(e, check)
 
 
 def _require_straight_line(s: Stmt) -> None:
@@ -284,7 +284,7 @@ def _require_straight_line(s: Stmt) -> None:
         if isinstance(n, For | Evaluate | AssertStmt):
             raise _CannotVectorize("a loop or call under a lane-dependent condition")
 
-    post_order_visit(s, check)
+    visit_each_once(s, check)
 
 
 def _reads_match_writes(body: Stmt) -> bool:
@@ -298,7 +298,7 @@ def _reads_match_writes(body: Stmt) -> bool:
         elif isinstance(n, E.BufferLoad):
             loads.append(n)
 
-    post_order_visit(body, record)
+    visit_each_once(body, record)
     return all(
         ld.indices in stores[ld.buffer.data] and len(stores[ld.buffer.data]) == 1
         for ld in loads
@@ -525,7 +525,7 @@ def first_vector_problem(s: Stmt, problem: Callable[[object], str | None]) -> st
             if reason is not None:
                 found.append(reason)
 
-    post_order_visit(s, record)
+    visit_each_once(s, record)
     return found[0] if found else None
 
 
@@ -538,7 +538,7 @@ def max_lanes(body: Stmt, vector_bytes: int) -> int:
         if isinstance(n, E.BufferLoad | BufferStore) and not n.buffer.dtype.is_bool:
             sizes.append(n.buffer.dtype.itemsize)
 
-    post_order_visit(body, record)
+    visit_each_once(body, record)
     narrowest = min(sizes, default=4)
     return max(2, min(MAX_LANES, VECTOR_REGISTERS * vector_bytes // narrowest))
 
@@ -556,7 +556,7 @@ def check_lanes(mod: IRModule) -> None:
                     "vectorize a loop of at most that many iterations"
                 )
 
-        post_order_visit(func.body, check)
+        visit_each_once(func.body, check)
 
 
 def vectorize_func(

@@ -15,7 +15,7 @@ from loom.errors import LoomError
 from loom.ir.expr import BufferLoad, Call, CallKind
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import Allocate, BufferStore
-from loom.ir.visitor import Visitor, post_order_visit
+from loom.ir.visitor import Visitor, visit_each_once
 from loom.memory.scope import Stack
 from loom.transform.lower_memory import device_of, target_of
 from loom.transform.pass_infra import Pass, register_pass
@@ -94,7 +94,7 @@ def check_extern_calls_func(
                 f"with argument types {got}, expected {want}"
             )
 
-    post_order_visit(func.body, check)
+    visit_each_once(func.body, check)
 
 
 def _verify(mod: IRModule) -> IRModule:

@@ -9,7 +9,8 @@ cleanups of the enclosing allocations and return -1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -46,6 +47,19 @@ _FLOAT_INTRINSICS = {
 _FAST_MATH_OPS = ("fadd", "fsub", "fmul")
 """The float operations that carry the target's fast-math flags (codegen/llvm/fast_math.py)."""
 _LIBM = {"erf": {32: "erff", 64: "erf"}}
+_NOT_REUSED = (E.Call, E.Let)
+"""Expressions whose value is computed again at each occurrence: a call may have effects (or
+branch), a let binds a variable. (A load is reused until a store may change what it read.)"""
+_LEAVES = (Var, E.IntImm, E.FloatImm)
+
+
+def _key(value):
+    """`value` as a dict key that tells -0.0 from 0.0 (equal, with equal hashes, in Python)."""
+    if type(value) is float:
+        return value.hex()
+    if type(value) is tuple:
+        return tuple(v.hex() if type(v) is float else v for v in value)
+    return value
 
 
 class FunctionCodegen:
@@ -61,6 +75,20 @@ class FunctionCodegen:
         self.values: dict[Var, ir.Value] = {}
         self.cleanups: list[Callable[[], None]] = []
         self.stack_bytes = 0
+        # Values of pure expressions already emitted where the builder is now (each region
+        # forgets its own on exit, so a value is reused only where it dominates): an unrolled
+        # body repeats its index arithmetic, and emitting it once leaves LLVM less to parse and
+        # optimize (bench/build.py).
+        self.reuse: dict[PrimExpr, ir.Value] = {}
+        self._reused_order: list[PrimExpr] = []
+        self._not_reused = 0  # counts emitted _NOT_REUSED expressions
+        self._reads_of: dict[PrimExpr, frozenset[Var]] = {}  # reused values that load memory
+        self._readers: dict[Var, list[PrimExpr]] = {}  # _reads_of by buffer (may hold stale)
+        self._reads: set[Var] = set()  # the buffers the expression being emitted loads
+        # Pointers to memory that no other pointer of the function reaches (noalias buffer
+        # parameters, a task's closure pointers with closure_noalias, allocations): a store
+        # through one of them leaves the loads of the others valid.
+        self.distinct: set[Var] = set()
 
     def finish(self) -> None:
         """Close the entry block (allocas first, then the body) and return 0 at the end."""
@@ -87,6 +115,39 @@ class FunctionCodegen:
                 "defined (a lowering bug or a missing parameter)"
             ) from None
 
+    @contextmanager
+    def region(self) -> Iterator[None]:
+        """Code emitted inside (a loop body, a branch, a let's scope) does not dominate what
+        follows it: its reusable values are forgotten on exit."""
+        mark = len(self._reused_order)
+        try:
+            yield
+        finally:
+            for e in self._reused_order[mark:]:
+                self.reuse.pop(e, None)
+                self._reads_of.pop(e, None)
+            del self._reused_order[mark:]
+
+    def forget_loads(self, stored: Var | None = None) -> None:
+        """After a store through `stored` (None: any memory may have changed, as after a call,
+        or on entering a loop, whose later iterations follow its stores): no reused value may
+        stand for a load of memory that may have changed."""
+        if not self._reads_of:
+            return
+        distinct = self.distinct
+        if stored is None or stored not in distinct:
+            for e in self._reads_of:
+                del self.reuse[e]
+            self._reads_of.clear()
+            self._readers.clear()
+            return
+        # the loads of `stored`, and of any pointer that may reach the same memory
+        suspects = [v for v in self._readers if v is stored or v not in distinct]
+        for v in suspects:
+            for e in self._readers.pop(v):
+                if self._reads_of.pop(e, None) is not None:
+                    del self.reuse[e]
+
     def error_if(self, cond: ir.Value, message: str | None) -> None:
         """If `cond` holds at run time: set the last error (unless `message` is None: the
         callee set it), run cleanups, return -1."""
@@ -96,11 +157,14 @@ class FunctionCodegen:
             self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 0)]), fail, ok
         )
         self.builder.position_at_end(fail)
-        if message is not None:
-            self.builder.call(self.mcg.runtime("loom_set_last_error"), [self.mcg.string(message)])
-        for cleanup in reversed(self.cleanups):
-            cleanup()
-        self.builder.ret(ir.Constant(I32, -1))
+        with self.region():
+            if message is not None:
+                self.builder.call(
+                    self.mcg.runtime("loom_set_last_error"), [self.mcg.string(message)]
+                )
+            for cleanup in reversed(self.cleanups):
+                cleanup()
+            self.builder.ret(ir.Constant(I32, -1))
         self.builder.position_at_end(ok)
 
     def any_lane(self, cond: ir.Value) -> ir.Value:
@@ -109,11 +173,23 @@ class FunctionCodegen:
             return self.builder.icmp_unsigned("!=", as_int, ir.Constant(as_int.type, 0))
         return cond
 
+    def constant(self, typ: ir.Type, value) -> ir.Constant:
+        """`ir.Constant(typ, value)` (value hashable: a tuple for a vector), one object per module
+        for each: llvmlite formats a constant's text once per object, and a vector constant's
+        text (each lane) took a third of the module's printing."""
+        key = (str(typ), _key(value))
+        c = self.mcg.constants.get(key)
+        if c is None:
+            c = ir.Constant(typ, list(value) if isinstance(value, tuple) else value)
+            self.mcg.constants[key] = c
+        return c
+
     def splat(self, value: ir.Value, lanes: int) -> ir.Value:
         vt = ir.VectorType(value.type, lanes)
-        one = self.builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(I32, 0))
+        undef = self.constant(vt, ir.Undefined)
+        one = self.builder.insert_element(undef, value, self.constant(I32, 0))
         return self.builder.shuffle_vector(
-            one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+            one, undef, self.constant(ir.VectorType(I32, lanes), (0,) * lanes)
         )
 
     def intrinsic(
@@ -125,10 +201,41 @@ class FunctionCodegen:
 
     # -- expressions ---------------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> ir.Value:
-        method = getattr(self, "e_" + type(e).__name__, None)
+        t = type(e)
+        method = getattr(self, "e_" + t.__name__, None)
         if method is None:
-            raise LoomError(f"LLVM code generator: unsupported expression {type(e).__name__}")
-        return method(e)
+            raise LoomError(f"LLVM code generator: unsupported expression {t.__name__}")
+        if t in _LEAVES:
+            return method(e)
+        reusable = t not in _NOT_REUSED
+        if reusable:
+            value = self.reuse.get(e)
+            if value is not None:
+                reads = self._reads_of.get(e)
+                if reads:
+                    self._reads |= reads
+                return value
+        outer, self._reads = self._reads, set()
+        mark = self._not_reused
+        try:
+            value = method(e)
+        finally:
+            reads, self._reads = self._reads, outer
+        if t is E.BufferLoad:
+            reads.add(e.buffer.data)
+        outer |= reads
+        if not reusable:
+            self._not_reused += 1
+            if t is E.Call:
+                self.forget_loads()  # a call may write memory
+        elif self._not_reused == mark:  # nothing under it is computed again either
+            self.reuse[e] = value
+            self._reused_order.append(e)
+            if reads:
+                self._reads_of[e] = frozenset(reads)
+                for v in reads:
+                    self._readers.setdefault(v, []).append(e)
+        return value
 
     def e_Var(self, e: Var) -> ir.Value:
         return self.value_of(e)
@@ -140,10 +247,18 @@ class FunctionCodegen:
                 if e.value == 0
                 else self.builder.inttoptr(ir.Constant(I64, e.value), PTR)
             )
-        return ir.Constant(value_type(e.dtype), e.value)
+        key = (e.dtype, e.value)
+        c = self.mcg.scalar_constants.get(key)
+        if c is None:
+            c = self.mcg.scalar_constants[key] = self.constant(value_type(e.dtype), e.value)
+        return c
 
     def e_FloatImm(self, e: E.FloatImm) -> ir.Value:
-        return ir.Constant(value_type(e.dtype), e.value)
+        key = (e.dtype, e.value.hex())  # -0.0 is not 0.0
+        c = self.mcg.scalar_constants.get(key)
+        if c is None:
+            c = self.mcg.scalar_constants[key] = self.constant(value_type(e.dtype), e.value)
+        return c
 
     def e_StringImm(self, e: E.StringImm) -> ir.Value:
         return self.mcg.string(e.value)
@@ -283,21 +398,22 @@ class FunctionCodegen:
         base = self.splat(self.expr(e.base), e.lanes)
         stride = e.stride
         if isinstance(stride, E.IntImm):
-            steps = ir.Constant(base.type, [k * stride.value for k in range(e.lanes)])
+            steps = self.constant(base.type, tuple(k * stride.value for k in range(e.lanes)))
         else:
-            lanes = ir.Constant(base.type, list(range(e.lanes)))
+            lanes = self.constant(base.type, tuple(range(e.lanes)))
             steps = self.builder.mul(self.splat(self.expr(stride), e.lanes), lanes)
         return self.builder.add(base, steps)
 
     def e_Broadcast(self, e: E.Broadcast) -> ir.Value:
         value = self.expr(e.value)
-        if isinstance(value, ir.Constant):
-            return ir.Constant(ir.VectorType(value.type, e.lanes), [value.constant] * e.lanes)
+        if isinstance(value, ir.Constant) and not isinstance(value.constant, list | bytearray):
+            return self.constant(ir.VectorType(value.type, e.lanes), (value.constant,) * e.lanes)
         return self.splat(value, e.lanes)
 
     def e_Let(self, e: E.Let) -> ir.Value:
         self.bind(e.var, self.expr(e.value))
-        return self.expr(e.body)
+        with self.region():
+            return self.expr(e.body)
 
     # -- memory --------------------------------------------------------------------------------
     def address(self, buffer, index: PrimExpr) -> tuple[ir.Value, bool]:
@@ -448,10 +564,14 @@ class FunctionCodegen:
 
     def _mask(self, predicate: PrimExpr | None, lanes: int) -> ir.Value:
         if predicate is None:
-            return ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+            return self.constant(ir.VectorType(I1, lanes), (1,) * lanes)
         return self.expr(predicate)
 
     def s_BufferStore(self, s: S.BufferStore) -> None:
+        self._store(s)
+        self.forget_loads(s.buffer.data)
+
+    def _store(self, s: S.BufferStore) -> None:
         dt = s.value.dtype
         value = self.expr(s.value)
         if dt.element.is_bool:
@@ -561,11 +681,13 @@ class FunctionCodegen:
         done = self.fn.append_basic_block("ite.end")
         self.builder.cbranch(c, then_block, else_block)
         self.builder.position_at_end(then_block)
-        tv = self.expr(t)
+        with self.region():
+            tv = self.expr(t)
         then_end = self.builder.block
         self.builder.branch(done)
         self.builder.position_at_end(else_block)
-        fv = self.expr(f)
+        with self.region():
+            fv = self.expr(f)
         else_end = self.builder.block
         self.builder.branch(done)
         self.builder.position_at_end(done)
@@ -630,7 +752,11 @@ class FunctionCodegen:
 
     def s_LetStmt(self, s: S.LetStmt) -> None:
         self.bind(s.var, self.expr(s.value))
-        self.stmt(s.body)
+        value = s.value
+        if s.var.dtype.is_handle and type(value) is E.Call and value.kind == E.CallKind.EXTERN:
+            self.distinct.add(s.var)  # memory from an allocator call (lower_memory_scopes)
+        with self.region():
+            self.stmt(s.body)
 
     def s_AttrStmt(self, s: S.AttrStmt) -> None:
         self.stmt(s.body)
@@ -654,11 +780,13 @@ class FunctionCodegen:
         else_block = self.fn.append_basic_block("if.else") if s.else_case is not None else done
         self.builder.cbranch(cond, then_block, else_block)
         self.builder.position_at_end(then_block)
-        self.stmt(s.then_case)
+        with self.region():
+            self.stmt(s.then_case)
         self.builder.branch(done)
         if s.else_case is not None:
             self.builder.position_at_end(else_block)
-            self.stmt(s.else_case)
+            with self.region():
+                self.stmt(s.else_case)
             self.builder.branch(done)
         self.builder.position_at_end(done)
 
@@ -685,11 +813,14 @@ class FunctionCodegen:
         self.builder.cbranch(self.builder.icmp_signed("<", i, end), body_block, exit_block)
         self.builder.position_at_end(body_block)
         self.bind(var, i)
-        self.stmt(body)
+        self.forget_loads()  # a later iteration runs after this one's stores
+        with self.region():
+            self.stmt(body)
         nxt = self.builder.add(i, ir.Constant(i.type, 1))
         i.add_incoming(nxt, self.builder.block)
         self.builder.branch(header)
         self.builder.position_at_end(exit_block)
 
     def s_Allocate(self, s: S.Allocate) -> None:
+        self.distinct.add(s.buffer.data)
         self.mcg.allocate(self, s)

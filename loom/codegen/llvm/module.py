@@ -31,7 +31,12 @@ from loom.ir import stmt as S
 from loom.ir.buffer import Buffer
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.transform.lower_parallel import describe_task, is_task
+from loom.transform.lower_parallel import (
+    CLOSURE_NOALIAS_ATTR,
+    closure_handles,
+    describe_task,
+    is_task,
+)
 
 if TYPE_CHECKING:  # the target package registers the kinds, which import this
     from loom.target.target import Target
@@ -48,6 +53,8 @@ class ModuleCodegen:
         self.module.triple = target.triple
         self.strings: dict[str, ir.GlobalVariable] = {}
         self.tasks: dict[str, ir.Function] = {}  # parallel tasks, declared before any body
+        self.constants: dict[tuple, ir.Constant] = {}  # FunctionCodegen.constant
+        self.scalar_constants: dict[tuple, ir.Constant] = {}  # by loom dtype and value
         self.expect = self.declare("llvm.expect.i1", I1, [I1, I1])
 
     # -- declarations --------------------------------------------------------------------------
@@ -118,6 +125,7 @@ class ModuleCodegen:
                 arg.add_attribute("nonnull")
                 arg.attributes.align = spec.alignment
                 cg.bind(param.data, arg)
+                cg.distinct.add(param.data)
             else:
                 cg.bind(param, arg)
         cg.stmt(func.body)
@@ -143,6 +151,8 @@ class ModuleCodegen:
         cg = FunctionCodegen(self, task, func.name)
         for arg, param in zip(task.args, func.params):
             cg.bind(param, arg)
+        if func.attr(CLOSURE_NOALIAS_ATTR):
+            cg.distinct |= closure_handles(func)
         cg.stmt(func.body)
         cg.finish()
         self._check_stack(cg, describe_task(func))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from loom.abi.dtype import DataType
@@ -14,6 +16,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 
 
+@functools.cache
 def scalar_type(dt: DataType) -> ir.Type:
     if dt.is_bool:
         return I1
@@ -26,12 +29,14 @@ def scalar_type(dt: DataType) -> ir.Type:
     raise LoomError(f"no LLVM type for {dt}")
 
 
+@functools.cache
 def value_type(dt: DataType) -> ir.Type:
     """The type of a value of `dt` in registers (bool is i1)."""
     scalar = scalar_type(dt.element)
     return scalar if dt.lanes == 1 else ir.VectorType(scalar, dt.lanes)
 
 
+@functools.cache
 def memory_type(dt: DataType) -> ir.Type:
     """The type of a value of `dt` in memory (bool takes a byte)."""
     scalar = I8 if dt.element.is_bool else scalar_type(dt.element)
