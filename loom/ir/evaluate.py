@@ -381,6 +381,10 @@ class _Evaluator:
     def intrinsic_isnullptr(self, e: Call, need: Lanes) -> Lanes:
         return (self.scalar(e.args[0]) is None,)
 
+    def intrinsic_prefetch(self, e: Call, need: Lanes) -> Lanes:
+        self.scalar(e.args[0])  # a hint: no effect but the check of its address
+        return (0,)
+
     def intrinsic_address_of(self, e: Call, need: Lanes) -> Lanes:
         load = e.args[0]
         if load.dtype.is_vector:

@@ -7,6 +7,7 @@ loom.ir.intrinsic_registry; back ends may register more.
 
 from __future__ import annotations
 
+from loom.abi.dtype import INT32
 from loom.ir.expr import BufferLoad, StringImm
 from loom.ir.intrinsic_registry import (  # noqa: F401  (the registry's API, here as before)
     INTRINSICS,
@@ -50,6 +51,15 @@ def _same_as_arg(call) -> None:
 def _address_of(call) -> None:
     if not isinstance(call.args[0], BufferLoad) or not call.dtype.is_handle:
         raise TypeError("address_of takes one buffer access and returns a handle")
+
+
+def _prefetch(call) -> None:
+    arg = call.args[0]
+    if not arg.dtype.is_handle or arg.dtype.is_vector or call.dtype != INT32:
+        raise TypeError(
+            f"prefetch takes one address (a scalar handle, e.g. address_of(B[i, j])) and "
+            f"returns int32 (used as a statement, Evaluate), got ({arg.dtype}) -> {call.dtype}"
+        )
 
 
 def _handle_test(call) -> None:
@@ -106,6 +116,16 @@ register(
 )
 register("address_of", 1, _address_of, "the address of a buffer element (a handle)")
 register("isnullptr", 1, _handle_test, "true if a handle is the null pointer")
+register(
+    "prefetch",
+    1,
+    _prefetch,
+    "a hint to fetch the cache line at an address into every level of the data cache for "
+    "reading (LLVM's llvm.prefetch read, locality 3; C's __builtin_prefetch(p, 0, 3)); returns "
+    "int32 0, as a statement (Evaluate). No effect on results: the interpreter checks the "
+    "address and does nothing; the code generators emit it where written (a call of its own "
+    "each time), and the LLVM one keeps reusing the loads before it",
+)
 register(
     "require",
     3,

@@ -861,6 +861,10 @@ class _Codegen:
             t, f = self.gen(e.args[1]), self.gen(e.args[2])
         return [f"({t[k]} if {cond[k]} else {f[k]})" for k in range(n)]
 
+    def i_prefetch(self, e: Call) -> list[str]:
+        # a hint: no effect but the check of its address
+        return [f"({self.scalar(e.args[0])}, 0)[1]"]
+
     def i_address_of(self, e: Call) -> list[str]:
         load = e.args[0]
         if load.dtype.is_vector:

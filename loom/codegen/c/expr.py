@@ -411,6 +411,12 @@ class ExprCodegen(abc.ABC):
     def call_isnullptr(self, e: E.Call) -> CExpr:
         return CExpr(f"({self.expr(e.args[0]).text} == NULL)")
 
+    def call_prefetch(self, e: E.Call) -> CExpr:
+        """`__builtin_prefetch(p, 0, 3)` (read, every cache level), a statement where written."""
+        (address,) = self.operands(e.args)
+        self.emit(f"__builtin_prefetch({address.text}, 0, 3);")
+        return CExpr(int_literal(0, e.dtype), True)
+
     def call_address_of(self, e: E.Call) -> CExpr:
         load = e.args[0]
         (index,) = self.operands(load.indices)

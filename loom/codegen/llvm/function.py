@@ -51,6 +51,11 @@ _NOT_REUSED = (E.Call, E.Let)
 """Expressions whose value is computed again at each occurrence: a call may have effects (or
 branch), a let binds a variable. (A load is reused until a store may change what it read.)"""
 _LEAVES = (Var, E.IntImm, E.FloatImm)
+_WRITES_NO_MEMORY = frozenset({"prefetch", "address_of"})
+"""Calls after which every load stays valid: a prefetch (emitted where written, as every call)
+and the address it takes."""
+_PREFETCH_READ, _PREFETCH_LOCALITY, _PREFETCH_DATA = 0, 3, 1
+"""llvm.prefetch's arguments: for reading, kept in every cache level, the data cache."""
 
 
 def _key(value):
@@ -226,7 +231,7 @@ class FunctionCodegen:
         outer |= reads
         if not reusable:
             self._not_reused += 1
-            if t is E.Call:
+            if t is E.Call and e.op not in _WRITES_NO_MEMORY:
                 self.forget_loads()  # a call may write memory
         elif self._not_reused == mark:  # nothing under it is computed again either
             self.reuse[e] = value
@@ -700,6 +705,15 @@ class FunctionCodegen:
         load = e.args[0]
         ptr, _ = self.address(load.buffer, self._flat_index(load))
         return ptr
+
+    def call_prefetch(self, e: E.Call) -> ir.Value:
+        """`llvm.prefetch.p0(ptr, read, locality 3, data)`: a call, so LLVM keeps it where it
+        is (x86: prefetcht0; Hexagon: dcfetch)."""
+        flags = [
+            self.constant(I32, v) for v in (_PREFETCH_READ, _PREFETCH_LOCALITY, _PREFETCH_DATA)
+        ]
+        self.intrinsic("llvm.prefetch", ir.VoidType(), [self.expr(e.args[0]), *flags], [PTR])
+        return self.constant(I32, 0)
 
     def call_global_address(self, e: E.Call) -> ir.Value:
         return self.mcg.global_array(e.args[0].value)
