@@ -177,6 +177,8 @@ def reference_runner(w: Workload, threads: int) -> tuple[Callable[[], object], n
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # idle onnxruntime threads sleep instead of spinning on loom's second core
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(
         w.model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )

@@ -33,13 +33,16 @@ option; the test checks both.
 
 How: range reduction to a small interval, a polynomial on it, and the reduction undone, in the
 classic way of Cephes and SLEEF. exp: n = round(x log2 e) (a float rounded by adding and
-subtracting 1.5 * 2^23 + 127, in one multiply-add: the sum's low bits are then n's biased
-exponent), r = x - n ln 2 in two parts (the high part's product is exact), e^r by a
-polynomial of degree 6 (Horner's rule: six multiply-adds), and 2^n applied as two powers of two,
-2^(n -+ 32) shifted from the sum's bits and the constant 2^(+-32) (so denormal results are
-rounded once), NaN selected: 21 vector operations. A vector whose lanes are all within +-87
-(|n| <= 126) branches to a short way instead, the same result in 13 operations and a
-compare: 2^n shifted from the sum's bits, one multiplication. log: x = 2^e m with m in
+subtracting 1.5 * 2^23, in one multiply-add: the sum's low bits are then n), r = x - n ln 2 in
+two parts (the high part's product is exact), e^r by a polynomial of degree 6 (Horner's rule:
+six multiply-adds), and 2^n applied as two powers of two, 2^(n -+ 32) shifted from the sum's
+bits and the constant 2^(+-32) (so denormal results are rounded once), NaN selected: 21 vector
+operations. A vector whose lanes are all within +-86 (|n| <= 124) branches to a short way
+instead, the same result in 13 operations and a check: n shifted from the sum's bits into the
+exponent field and added to the polynomial's bits (an integer addition, exact: the result is
+normal; a multiplication would take a multiply-add unit). The check compares the lanes'
+magnitude bits as integers, a vector of two registers folded to one by an unsigned maximum
+first (a mask, an unsigned maximum and one compare per 32 floats). log: x = 2^e m with m in
 [sqrt(1/2), sqrt(2)) (denormal inputs scaled by 2^23 first), f = m - 1 exact,
 log(1+f) = f - f^2/2 + f^3 P(f); log2 and log10 add e's and f's terms in the order that keeps
 the rounding small (Cephes' log2f/log10f). tanh: x + x^3 P(x^2) below 0.625, else
@@ -64,6 +67,7 @@ from loom.codegen.llvm.types import mangle
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
+I32 = ir.IntType(32)
 
 ULP_BOUNDS = {
     "exp": 1,
@@ -87,14 +91,12 @@ SHIFTER = 12582912.0  # 1.5 * 2^23: (t + SHIFTER) - SHIFTER rounds t to an integ
 # e^r = 1 + r + c2 r^2 + ... + c6 r^6, |r| <= ln(2)/2 (fitted on |r| <= 0.3486: the rounding of n
 # without fused multiply-add may leave r a little outside)
 EXP_P = (1.0, 1.0, 0.49999994, 0.16666517, 0.041668426, 0.008369124, 0.0013813756)
-EXP_SHIFTER = SHIFTER + 127.0
-"""x log2 e + EXP_SHIFTER, rounded, is n + 127 + 1.5 * 2^23 for n = round(x log2 e): the low
-mantissa bits hold n's biased exponent, which a shift moves into the exponent field."""
 EXP_SPLIT = 32.0
 """2^n is applied as 2^(n -+ EXP_SPLIT) * 2^(+-EXP_SPLIT): both normal for n in [-150, 128]."""
-EXP_SHORT = 87.0
-"""Where |x| <= EXP_SHORT, n is within +-126: 2^n is normal and one multiplication applies it
-(rounded once, denormal results too), no clamp is needed and x is not NaN."""
+EXP_SHORT = 86.0
+"""Where |x| <= EXP_SHORT, n is within +-124: y 2^n (y = e^r in [0.7, 1.42]) is a normal
+number, exactly y with n added to its exponent (an integer addition of n << 23 to its bits), no
+clamp is needed and x is not NaN."""
 # 2^r = 1 + r Q(r), |r| <= 1/2
 EXP2_P = (
     0.6931472,
@@ -151,6 +153,11 @@ ERF_ONE = 3.919206
 """The least float32 whose erf rounds to 1: from there erf is +-1 exactly (as erf(+-inf)), so
 that 1 + erf(x) is 0 for a large negative x (Gelu's x * (1 + erf(x / sqrt 2)) / 2 is then
 -0, and NaN at -inf, as in C's erff)."""
+
+
+CHECK_LANES = 16
+"""A vector wider than this many lanes is folded to this many before a check of all its lanes
+(`_Emitter.within`): a register of float32 on AVX-512, the widest vectors loom targets on x86."""
 
 
 # -- the IR helper -------------------------------------------------------------------------------
@@ -225,11 +232,36 @@ class _Emitter:
     def select(self, cond, a, b):
         return self.b.select(cond, a, b)
 
+    def within(self, x, limit: float):
+        """Whether every lane of x has |x| <= limit (a positive float32), false for NaN: one
+        i1 for a vector. The lanes' magnitudes are compared as integers (their bits in the
+        order of the floats, NaN's above infinity's), and a vector wider than CHECK_LANES is
+        first folded in halves by an unsigned maximum: one compare for a vector of several
+        registers, not one each and their masks joined."""
+        bits = self.b.and_(self.as_int(x), self.i((1 << (self.bits - 1)) - 1))
+        lanes = self.lanes
+        while lanes > CHECK_LANES and lanes % 2 == 0:
+            half = lanes // 2
+            low, high = (
+                self.b.shuffle_vector(bits, bits, ir.Constant(ir.VectorType(I32, half), part))
+                for part in (list(range(half)), list(range(half, lanes)))
+            )
+            bits = self.b.select(self.b.icmp_unsigned(">", low, high), low, high)
+            lanes = half
+        code = "<I<f" if self.bits == 32 else "<Q<d"
+        limit_bits = struct.unpack(code[:2], struct.pack(code[2:], limit))[0]
+        ok = self.b.icmp_unsigned("<=", bits, ir.Constant(bits.type, limit_bits))
+        if not lanes:
+            return ok
+        mask = ir.IntType(lanes)
+        return self.b.icmp_unsigned("==", self.b.bitcast(ok, mask), ir.Constant(mask, -1))
+
     def unless_all(self, cond, value, otherwise: Callable):
         """`value` where `cond` holds in every lane, else `otherwise()`: emitted in a block of
-        its own that runs only then (a branch taken rarely, not a select that costs always)."""
-        if self.lanes:
-            mask = ir.IntType(self.lanes)
+        its own that runs only then (a branch taken rarely, not a select that costs always).
+        `cond` is one i1 for the whole vector (`within`) or an i1 per lane."""
+        if isinstance(cond.type, ir.VectorType):
+            mask = ir.IntType(cond.type.count)
             cond = self.b.icmp_unsigned("==", self.b.bitcast(cond, mask), ir.Constant(mask, -1))
         fn, entry = self.b.function, self.b.block
         other_block = fn.append_basic_block("otherwise")
@@ -290,10 +322,11 @@ class _Emitter:
 
 # -- the functions -------------------------------------------------------------------------------
 def _exp_reduced(m: _Emitter, x):
-    """(t, y): t = n + EXP_SHIFTER for n = round(x log2 e), y = e^r for r = x - n ln 2, so
-    that e^x = y 2^n; x within [-104, 89]."""
-    t = m.fma(x, m.f(LOG2E), m.f(EXP_SHIFTER))
-    n = m.sub(t, m.f(EXP_SHIFTER))  # exact
+    """(t, y): t = n + SHIFTER for n = round(x log2 e), y = e^r for r = x - n ln 2, so that
+    e^x = y 2^n; x within [-104, 89]. t's low mantissa bits hold n (two's complement): t's
+    bits shifted left by 23 are n << 23, n in the exponent field."""
+    t = m.fma(x, m.f(LOG2E), m.f(SHIFTER))
+    n = m.sub(t, m.f(SHIFTER))  # exact
     r = m.fma(n, m.f(-LN2_HI), x)  # exact: n * LN2_HI is exact and close to x
     r = m.fma(n, m.f(-LN2_LO), r)
     return t, m.poly(r, EXP_P)
@@ -303,9 +336,10 @@ def _exp_everywhere(m: _Emitter, x):
     """e^x for every x."""
     xc = m.clamp(x, -104.0, 89.0)  # beyond: 0 and inf, reached by the same arithmetic
     t, y = _exp_reduced(m, xc)
-    # y * 2^n rounded once (denormal results too): y * 2^(n - k) is exact, k = -+EXP_SPLIT
+    # y * 2^n rounded once (denormal results too): y * 2^(n - k) is exact, k = -+EXP_SPLIT;
+    # 2^(n - k) shifted from the bits of t - k + 127 (n - k's biased exponent in its low bits)
     below = m.lt(xc, m.f(0.0))
-    k = m.select(below, m.f(-EXP_SPLIT), m.f(EXP_SPLIT))
+    k = m.select(below, m.f(-EXP_SPLIT - m.bias), m.f(EXP_SPLIT - m.bias))
     first = m.as_float(m.b.shl(m.as_int(m.sub(t, k)), m.i(m.mantissa)))
     second = m.select(below, m.f(2.0**-EXP_SPLIT), m.f(2.0**EXP_SPLIT))
     # NaN: selected (the clamp made it 89; a clamp that kept NaN, select(x > 89, 89, x),
@@ -315,12 +349,13 @@ def _exp_everywhere(m: _Emitter, x):
 
 def _exp(m: _Emitter, x):
     """e^x: the short way (EXP_SHORT) when every lane allows it, the same result as
-    _exp_everywhere's with 8 vector operations fewer (Softmax's x - max, within +-87 unless a
-    row spans more than 87, takes it), else _exp_everywhere."""
+    _exp_everywhere's with 8 vector operations fewer (Softmax's x - max, within +-86 unless a
+    row spans more than 86, takes it), else _exp_everywhere. The short way scales y by 2^n
+    with an integer addition to its bits, not a multiplication: the same exact result, and one
+    operation fewer for the multiply-add units, which the rest keeps busy."""
     t, y = _exp_reduced(m, x)
-    short = m.mul(y, m.as_float(m.b.shl(m.as_int(t), m.i(m.mantissa))))
-    within = m.b.fcmp_ordered("<=", m.abs(x), m.f(EXP_SHORT))  # false for NaN
-    return m.unless_all(within, short, lambda: _exp_everywhere(m, x))
+    short = m.as_float(m.b.add(m.as_int(y), m.b.shl(m.as_int(t), m.i(m.mantissa))))
+    return m.unless_all(m.within(x, EXP_SHORT), short, lambda: _exp_everywhere(m, x))
 
 
 def _exp2(m: _Emitter, x):
