@@ -10,6 +10,7 @@ from loom.backend.cpu import (
     conv_schedules,
     dense_schedules,
     group_schedules,
+    pack_conv_weights,
     reduce_schedules,
     strategies,
 )
@@ -38,6 +39,11 @@ class LLVMBackend(Backend):
 
     def strategies(self):
         return _STRATEGIES
+
+    def graph_passes(self):
+        """Constant convolution weights in blocks of their register tile's output channels
+        (pack_conv_weights.py): the C backend's loops read them as ONNX lays them out."""
+        return [("simplified", pack_conv_weights.pack_conv_weights)]
 
     def codegen(self, mod, target):
         return build_llvm(mod, target)

@@ -253,6 +253,14 @@ def _kernel_attr(node: Node, n: int) -> tuple[int, ...]:
 # -- Conv -----------------------------------------------------------------------------------------
 
 
+WEIGHT_BLOCK = "loom.weight_block"
+"""A Conv's attribute: its W holds its filters in blocks of this many output channels,
+[O / block, I / group, *kernel, block], so that a tile of `block` output channels reads its
+weights as one contiguous stream (loom/backend/cpu/pack_conv_weights.py): filter m's weight
+at (c, *k) is W[m // block, c, *k, m % block]. Only graph passes set it: it is not among the
+attributes an ONNX model's Conv may have."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ConvShape:
     win: Window
@@ -260,8 +268,44 @@ class ConvShape:
     out_channels: int
 
 
+def block_weights(w: np.ndarray, block: int) -> np.ndarray:
+    """Filters W[O, I, *kernel] in blocks of `block` output channels (WEIGHT_BLOCK's layout);
+    `block` must divide O."""
+    if block < 1 or w.ndim < 3 or w.shape[0] % block:
+        raise ValueError(f"block={block} must divide the {w.shape[0]} filters of W{list(w.shape)}")
+    blocks = w.reshape(w.shape[0] // block, block, *w.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(blocks, 1, -1))
+
+
+def unblock_weights(w: np.ndarray, block: int) -> np.ndarray:
+    """The filters W[O, I, *kernel] of weights in WEIGHT_BLOCK's layout (block_weights'
+    inverse)."""
+    return np.moveaxis(w, -1, 1).reshape(w.shape[0] * block, *w.shape[1:-1])
+
+
+def _weight_block(node: Node) -> int | None:
+    block = node.attr(WEIGHT_BLOCK)
+    if block is not None and (isinstance(block, bool) or not isinstance(block, int) or block < 1):
+        raise _fail(node, f"{WEIGHT_BLOCK}={block!r} must be a positive integer")
+    return block
+
+
+def _filters_type(node: Node, w: TensorType, rank: int) -> TensorType:
+    """W's type as filters [O, I / group, *kernel] of a convolution of `rank` dimensions (the
+    data's), whether or not it is in blocks."""
+    block = _weight_block(node)
+    if block is None:
+        return w
+    if w.rank != rank + 1 or w.shape[-1] != block:
+        raise _fail(
+            node, f"{WEIGHT_BLOCK}={block} needs W as [blocks, channels, *kernel, {block}], got {w}"
+        )
+    return TensorType((w.shape[0] * block, *w.shape[1:-1]), w.dtype)
+
+
 def conv_shape(node: Node, x: TensorType, w: TensorType, b: TensorType | None) -> ConvShape:
     _spatial_input(node, x, FLOATS)
+    w = _filters_type(node, w, x.rank)
     if w.dtype != x.dtype or w.rank != x.rank:
         raise _fail(node, f"W must be {x.dtype} of rank {x.rank}, got {w}")
     groups = int(node.attr("group", 1))
@@ -301,6 +345,8 @@ def conv_evaluate(node, inputs):
     shape = conv_shape(
         node, TensorType.of(x), TensorType.of(w), None if b is None else TensorType.of(b)
     )
+    if _weight_block(node) is not None:
+        w = unblock_weights(w, _weight_block(node))
     g, n = shape.groups, shape.win.rank
     cols = _windows(_wide(x), shape.win, 0)
     cols = cols.reshape(x.shape[0], g, x.shape[1] // g, *cols.shape[2:])
@@ -329,11 +375,18 @@ def _conv_compute(node, tensors, consts, out_types):
     per_group_out = shape.out_channels // shape.groups
     rc = te.reduce_axis(per_group_in, "rc")
     rk = [te.reduce_axis(k, f"rk{i}") for i, k in enumerate(win.kernel)]
+    block = _weight_block(node)
+
+    def weight(m, ks):
+        if block is None:
+            return w[(m, rc, *ks)]
+        return w[(m // block, rc, *ks, m % block)]
 
     def rule(n, m, *o):
         channel = m // per_group_out * per_group_in + rc
-        pos = window_index(win, o, [k.var for k in rk], shift)
-        return te.sum(src[(n, channel, *pos)] * w[(m, rc, *[k.var for k in rk])], axis=[rc, *rk])
+        ks = [k.var for k in rk]
+        pos = window_index(win, o, ks, shift)
+        return te.sum(src[(n, channel, *pos)] * weight(m, ks), axis=[rc, *rk])
 
     y = te.compute(out_types[0].shape, rule, name="conv" if b is None else "conv.sum")
     return [_add_channel_bias(y, b, "conv")]

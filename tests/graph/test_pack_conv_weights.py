@@ -1,0 +1,226 @@
+"""The CPU's pack_conv_weights graph pass (loom/backend/cpu/pack_conv_weights.py) and Conv's
+`loom.weight_block` layout (loom/graph/ops/nn.py): weights in blocks of the register tile's
+output channels, results unchanged, and each tile's weight loads free of divisions."""
+
+import numpy as np
+import pytest
+
+import loom
+from loom.backend.cpu import LLVM
+from loom.backend.cpu.pack_conv_weights import (
+    MAX_FILTER_BYTES,
+    conv_channel_tile,
+    pack_conv_weights,
+)
+from loom.graph.ir import Graph, Node, TensorType
+from loom.graph.ops.nn import WEIGHT_BLOCK, block_weights, conv_evaluate, unblock_weights
+from loom.graph.passes.infer_types import infer_types
+from loom.ir.expr import BufferLoad, Div, FloorDiv, FloorMod, Mod, Ramp, ShiftRight
+from loom.ir.visitor import post_order_visit
+from loom.model import lower_model
+from loom.target import Target
+
+RNG = np.random.default_rng(0)
+
+
+def floats(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def conv_graph(x_shape, w, bias=True, nodes=None, outputs=("y",), **attrs):
+    """Conv(x, w[, b]) (or `nodes`) over constant weights, typed."""
+    constants = {"w": w}
+    inputs = ("x", "w")
+    if bias:
+        constants["b"] = floats(w.shape[0])
+        inputs += ("b",)
+    nodes = nodes or (Node("Conv", inputs, ("y",), attrs),)
+    graph = Graph(("x",), outputs, nodes, constants, {"x": TensorType(x_shape, "float32")})
+    return infer_types(graph)
+
+
+def reference(graph: Graph, x: np.ndarray) -> np.ndarray:
+    node = graph.nodes[0]
+    return conv_evaluate(node, [x, *(graph.constants[v] for v in node.inputs[1:])])[0]
+
+
+def test_block_weights_round_trip_and_layout():
+    w = floats(12, 3, 2, 5)
+    blocked = block_weights(w, 4)
+    assert blocked.shape == (3, 3, 2, 5, 4)
+    assert blocked.flags.c_contiguous
+    assert blocked[2, 1, 0, 3, 1] == w[2 * 4 + 1, 1, 0, 3]
+    assert np.array_equal(unblock_weights(blocked, 4), w)
+    with pytest.raises(ValueError, match="block=5 must divide the 12 filters"):
+        block_weights(w, 5)
+
+
+def test_pass_packs_by_the_tile_and_drops_the_original():
+    graph = conv_graph((1, 16, 20, 20), floats(32, 16, 3, 3), pads=(1, 1, 1, 1))
+    block = conv_channel_tile(graph.nodes[0], graph)
+    assert block is not None and block > 1 and 32 % block == 0
+    packed = pack_conv_weights(graph)
+    node = packed.nodes[0]
+    assert node.attr(WEIGHT_BLOCK) == block
+    assert "w" not in packed.constants
+    w = packed.constants[node.inputs[1]]
+    assert w.shape == (32 // block, 16, 3, 3, block)
+    assert np.array_equal(unblock_weights(w, block), graph.constants["w"])
+    # the packed node has the same type and computes the same values (numpy evaluation)
+    assert infer_types(packed).type_of("y") == graph.type_of("y")
+    x = floats(1, 16, 20, 20)
+    assert np.array_equal(reference(packed, x), reference(graph, x))
+    # packing is done once: a second run changes nothing
+    assert pack_conv_weights(packed) is packed
+
+
+def test_shared_weights_are_packed_once_and_kept_for_other_readers():
+    w = floats(16, 16, 3, 3)
+    nodes = (
+        Node("Conv", ("x", "w"), ("a",), {"pads": (1, 1, 1, 1)}),
+        Node("Conv", ("a", "w"), ("y",), {"pads": (1, 1, 1, 1)}),
+    )
+    graph = conv_graph((1, 16, 12, 12), w, bias=False, nodes=nodes)
+    packed = pack_conv_weights(graph)
+    assert packed.nodes[0].inputs[1] == packed.nodes[1].inputs[1] != "w"
+    assert set(packed.constants) == {packed.nodes[0].inputs[1]}
+    # a reader that is not a packed Conv (here: a graph output) keeps the original
+    kept = pack_conv_weights(conv_graph((1, 16, 12, 12), w, False, nodes, ("y", "w")))
+    assert "w" in kept.constants and kept.nodes[0].inputs[1] != "w"
+
+
+def test_one_channel_tiles_keep_their_layout():
+    """Depthwise convolutions' tiles have one channel: their layout is one stream already."""
+    graph = conv_graph((1, 8, 16, 16), floats(8, 1, 3, 3), pads=(1, 1, 1, 1), group=8)
+    assert conv_channel_tile(graph.nodes[0], graph) == 1
+    assert pack_conv_weights(graph) is graph
+
+
+def test_long_filters_keep_their_layout():
+    """Filters longer than MAX_FILTER_BYTES stay as ONNX lays them out (one stream per channel
+    of the tile, each long enough for the prefetcher)."""
+    short = conv_graph((1, 224, 7, 7), floats(16, 224, 3, 3), pads=(1, 1, 1, 1))
+    assert short.constants["w"][0].nbytes <= MAX_FILTER_BYTES
+    assert pack_conv_weights(short) is not short
+    long = conv_graph((1, 256, 7, 7), floats(16, 256, 3, 3), pads=(1, 1, 1, 1))
+    assert long.constants["w"][0].nbytes > MAX_FILTER_BYTES
+    assert conv_channel_tile(long.nodes[0], long) > 1
+    assert pack_conv_weights(long) is long
+
+
+def test_bad_weight_block_is_refused():
+    graph = conv_graph((1, 4, 8, 8), floats(8, 4, 3, 3))
+    node = graph.nodes[0].replace(attrs={WEIGHT_BLOCK: 4})
+    with pytest.raises(
+        loom.LoomError, match=r"loom.weight_block=4 needs W as \[blocks, channels, \*kernel, 4\]"
+    ):
+        infer_types(graph.with_nodes([node]))
+    zero = graph.with_nodes([node.replace(attrs={WEIGHT_BLOCK: 0})])
+    with pytest.raises(loom.LoomError, match=r"loom\.weight_block=0 must be a positive integer"):
+        infer_types(zero)
+    # an ONNX model's Conv may not set it
+    assert "loom.weight_block not supported" in loom.graph.ops.unsupported(node)
+
+
+def _weight_loads(module, name: str) -> list[BufferLoad]:
+    loads = []
+    for func in module.functions:
+        post_order_visit(
+            func.body,
+            lambda e: loads.append(e) if isinstance(e, BufferLoad) and e.buffer.name == name else 0,
+        )
+    return loads
+
+
+def _divides(e) -> bool:
+    found = []
+    kinds = (Div, Mod, FloorDiv, FloorMod, ShiftRight)
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, kinds) else None)
+    return bool(found)
+
+
+CASES = [
+    # (input shape, W shape, attrs): rows of whole vectors, a flattened grid (28x28, 14x14:
+    # conv_flat.py), strided, 1x1, grouped, with and without bias
+    ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 32, 28, 28), (32, 32, 3, 3), {"pads": (1, 1, 1, 1)}),
+    ((1, 32, 14, 14), (48, 32, 1, 1), {}),
+    ((1, 16, 29, 29), (32, 16, 3, 3), {"strides": (2, 2)}),
+    ((1, 16, 20, 20), (32, 8, 3, 3), {"pads": (1, 1, 1, 1), "group": 2}),
+    ((1, 24, 7, 7), (40, 24, 3, 3), {"pads": (1, 1, 1, 1)}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES)
+def test_compiled_results_and_contiguous_weight_loads(x_shape, w_shape, attrs):
+    """Compiled for the llvm target (whose backend runs the pass), each case reads packed
+    weights through loads whose index has no division (the tile's split of the output channels
+    by the block makes `m // C` and `m % C` its loop variables) and no gather, and computes
+    what numpy computes."""
+    graph = conv_graph(x_shape, floats(*w_shape), **attrs)
+    compiled = loom.compile(graph, target="llvm")
+    (node,) = [n for n in compiled.graph.nodes if n.op == "Conv" or n.op == "loom.fused"]
+    assert node.op == "Conv" and node.attr(WEIGHT_BLOCK) is not None
+    x = floats(*x_shape)
+    np.testing.assert_allclose(compiled(x=x)["y"], reference(graph, x), rtol=1e-4, atol=1e-4)
+    lowered = lower_model(graph, target="llvm")
+    loads = _weight_loads(lowered.module, node.inputs[1].replace(".", "_"))
+    assert loads
+    for load in loads:
+        assert not any(_divides(i) for i in load.indices), load
+        assert not any(isinstance(i, Ramp) and i.stride != 1 for i in load.indices), load
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:2] + CASES[-1:])
+def test_another_cpus_tile_takes_the_block(x_shape, w_shape, attrs):
+    """The pass packs for this machine's tiles; a target whose own tile would have other
+    channels (16-byte vectors) takes tiles of the block's channels, and reads the weights
+    without a division too."""
+    target = "llvm -mcpu=haswell"
+    graph = conv_graph(x_shape, floats(*w_shape), **attrs)
+    assert conv_channel_tile(graph.nodes[0], graph, Target(target)) != conv_channel_tile(
+        graph.nodes[0], graph
+    )
+    lowered = lower_model(graph, target=target)
+    (node,) = lowered.graph.nodes
+    loads = _weight_loads(lowered.module, node.inputs[1].replace(".", "_"))
+    assert loads and not any(_divides(i) for load in loads for i in load.indices)
+    x = floats(*x_shape)
+    got = loom.compile(graph, target=target)(x=x)["y"]
+    np.testing.assert_allclose(got, reference(graph, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_block_unlike_the_tile_divides():
+    """The checks above can fail: weights packed in blocks the tile cannot take (more
+    channels than its accumulators allow) are read through a division (still correct)."""
+    graph = conv_graph((1, 16, 20, 20), floats(64, 16, 3, 3), pads=(1, 1, 1, 1))
+    block = 32
+    node = graph.nodes[0]
+    w = block_weights(graph.constants["w"], block)
+    blocked = graph.with_nodes(
+        [node.replace(inputs=("x", "wb", "b"), attrs={**node.attrs, WEIGHT_BLOCK: block})],
+        {"wb": w, "b": graph.constants["b"]},
+    )
+    lowered = lower_model(blocked, target="llvm")
+    loads = _weight_loads(lowered.module, "wb")
+    assert any(_divides(i) for load in loads for i in load.indices)
+    x = floats(1, 16, 20, 20)
+    compiled = loom.compile(blocked, target="llvm")
+    np.testing.assert_allclose(compiled(x=x)["y"], reference(graph, x), rtol=1e-4, atol=1e-4)
+
+
+def test_the_cpu_backend_registers_the_pass_and_the_c_backend_does_not():
+    assert ("simplified", pack_conv_weights) in LLVM.graph_passes()
+    graph = conv_graph((1, 16, 12, 12), floats(16, 16, 3, 3), pads=(1, 1, 1, 1))
+    x = floats(1, 16, 12, 12)
+    compiled = loom.compile(graph, target="c")
+    assert compiled.graph.nodes[0].attr(WEIGHT_BLOCK) is None
+    np.testing.assert_allclose(compiled(x=x)["y"], reference(graph, x), rtol=1e-4, atol=1e-4)
+
+
+def test_this_machines_cpu_answers_as_the_host_target():
+    """Without a target the pass asks for this machine's tiles: those of target "llvm"."""
+    for x_shape, w_shape, attrs in CASES:
+        graph = conv_graph(x_shape, floats(*w_shape), **attrs)
+        host = conv_channel_tile(graph.nodes[0], graph, Target("llvm"))
+        assert conv_channel_tile(graph.nodes[0], graph) == host
