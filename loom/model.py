@@ -105,7 +105,7 @@ def lower_model(
     if name == "main":
         raise LoomError("name='main' would clash with a C program's main; choose another")
     graph = dataclasses.replace(graph, name=name)
-    graph = optimize(graph, passes, backend=target.backend)
+    graph = optimize(graph, passes, backend=target.backend, target=target)
     lowered = lower_graph(graph, target=target)
     mod = lower(lowered.module, target=target, pools=pools)
     return LoweredModel(name, graph, lowered, mod, mod.attr(PLAN_ATTR))

@@ -129,9 +129,9 @@ class Backend:
         (loom.graph.passes.partition.GraphPattern), longest first; the host keeps the rest."""
         return []
 
-    def graph_passes(self) -> list:
-        """(phase, graph pass) pairs run on the whole graph of a model at the graph pipeline's
-        phases (loom/graph/passes/pipeline.py), before a user's."""
+    def graph_passes(self, target) -> list:
+        """(phase, graph pass) pairs run on the whole graph of a model compiled for `target` at
+        the graph pipeline's phases (loom/graph/passes/pipeline.py), before a user's."""
         return []
 
     def lower_region(self, region, graph, name: str) -> list[PrimFunc]:

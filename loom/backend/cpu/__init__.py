@@ -4,6 +4,8 @@ and the compiler's support routines."""
 
 from __future__ import annotations
 
+import functools
+
 from loom import abi
 from loom.backend.base import Backend, register
 from loom.backend.cpu import (
@@ -40,10 +42,12 @@ class LLVMBackend(Backend):
     def strategies(self):
         return _STRATEGIES
 
-    def graph_passes(self):
-        """Constant convolution weights in blocks of their register tile's output channels
-        (pack_conv_weights.py): the C backend's loops read them as ONNX lays them out."""
-        return [("simplified", pack_conv_weights.pack_conv_weights)]
+    def graph_passes(self, target):
+        """Constant convolution weights in blocks of their register tile's output channels for
+        `target` (pack_conv_weights.py): the C backend's loops read them as ONNX lays them
+        out."""
+        pack = functools.partial(pack_conv_weights.pack_conv_weights, target=target)
+        return [("simplified", pack)]
 
     def codegen(self, mod, target):
         return build_llvm(mod, target)

@@ -19,9 +19,10 @@ stream per channel; so do those whose filters are longer than MAX_FILTER_BYTES. 
 reading the same weights with the same C share the packed constant; a constant nothing reads
 any more is dropped.
 
-A backend's graph passes do not see the target (Backend.graph_passes): C is computed for this
-machine's CPU. On another CPU the schedule's tile takes the block's C channels (when they fit
-its registers), so the weights are still read without a division; results never depend on C.
+The CPU backend runs it for the model's target (Backend.graph_passes(target)); called without
+one, C is computed for this machine's CPU. On a CPU other than the one C was computed for, the
+schedule's tile takes the block's C channels (when they fit its registers), so the weights
+are still read without a division; results never depend on C.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class NPUBackend(Backend):
     def graph_patterns(self):
         return list(graph.PATTERNS)
 
-    def graph_passes(self):
+    def graph_passes(self, target):
         return [("partitioned", graph.legalize), *self.extra_graph_passes]
 
     def lower_region(self, region, model_graph, name):

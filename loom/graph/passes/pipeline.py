@@ -53,12 +53,12 @@ def pipeline(backend=None) -> list[GraphPass | Phase]:
 PHASES = tuple(p.name for p in pipeline() if isinstance(p, Phase))
 
 
-def graph_passes(backend) -> list[tuple[str, GraphPass]]:
-    """The backend's (phase, graph pass) pairs, checked."""
+def graph_passes(backend, target=None) -> list[tuple[str, GraphPass]]:
+    """The backend's (phase, graph pass) pairs for `target`, checked."""
     if backend is None:
         return []
     out = []
-    for item in backend.graph_passes():
+    for item in backend.graph_passes(target):
         if not isinstance(item, tuple) or len(item) != 2 or not callable(item[1]):
             raise LoomError(
                 f"backend {backend.name}: graph_passes() must give (phase, pass), got {item!r}"
@@ -72,13 +72,15 @@ def graph_passes(backend) -> list[tuple[str, GraphPass]]:
     return out
 
 
-def optimize(graph: Graph, extra: Sequence[tuple[str, GraphPass]] = (), backend=None) -> Graph:
-    """`graph` through the pipeline for `backend`'s targets; at each phase the backend's graph
-    passes run, then each (phase, pass) of `extra`, in order."""
+def optimize(
+    graph: Graph, extra: Sequence[tuple[str, GraphPass]] = (), backend=None, target=None
+) -> Graph:
+    """`graph` through the pipeline for `target` of kind `backend`; at each phase the
+    backend's graph passes for `target` run, then each (phase, pass) of `extra`, in order."""
     for phase, _ in extra:
         if phase not in PHASES:
             raise LoomError(f"unknown graph phase {phase!r}; the phases are {list(PHASES)}")
-    extra = [*graph_passes(backend), *extra]
+    extra = [*graph_passes(backend, target), *extra]
     for item in pipeline(backend):
         if isinstance(item, Phase):
             for phase, graph_pass in extra:
