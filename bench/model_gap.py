@@ -7,10 +7,21 @@ median of its thread's CPU time, the model's and onnxruntime's wall and CPU time
   the memory plan lays out the pools (the same offsets and the same sharing): what main does,
   without main;
 - sequence, weights warm: the same, each kernel's constants read just before it (untimed);
+- sequence, activations warm: the same, each kernel's other arguments (its inputs and outputs
+  in the pools, not a pool it takes whole) read just before it: what its activations' cold
+  caches cost it (its outputs too: a store to a line not in the cache first reads it);
 - hot: each kernel alone, run again on the data it just ran on (the kernel sum of a per-kernel
   profile);
 - hot fresh: the same on fresh arrays, one per argument;
 - onnxruntime, one thread.
+
+Then, per kernel, its sequence time next to onnxruntime's time for the same nodes (a session
+with profiling on, run interleaved with the others: its `*_kernel_time` events, in sequence
+like a real run). A loom kernel computes the ONNX nodes of its group (`compiled.graph`'s fused
+node's body); onnxruntime names a node it rewrote (NCHWc convolutions with their activation and
+residual Add) after the tensor it writes plus `_nchwc`, and keeps the names of the others. So
+an onnxruntime node belongs to the loom kernel that computes the node of that name or the node
+that writes that tensor; nodes of its own (ReorderInput/Output) count in the totals only.
 
 The model's CPU time (a preempted run does not count) - sequence is main's own cost (its calls
 and status checks); sequence - hot is what the kernels lose to cold caches in a real run, and
@@ -26,7 +37,9 @@ reads and the bandwidth that loss would mean.
 from __future__ import annotations
 
 import argparse
+import collections
 import ctypes
+import json
 import pathlib
 import sys
 import time
@@ -41,6 +54,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import models as bench_models
 
 WARM = "sequence, weights warm"
+ACTIVATIONS_WARM = "sequence, activations warm"
 
 
 class Call:
@@ -150,13 +164,24 @@ def _thread(fn) -> float:
     return time.thread_time() - start
 
 
-def per_kernel(calls: list[Call], warm_constants: bool) -> np.ndarray:
-    """Each kernel's seconds in one pass of the sequence."""
+def _activations(call: Call) -> list[np.ndarray]:
+    """A call's arguments that are neither constants nor whole pools."""
+    return [
+        a
+        for a in call.arrays
+        if not any(a is c for c in call.constants)
+        and not (a.base is None and a.dtype == np.uint8 and a.ndim == 1)
+    ]
+
+
+def per_kernel(calls: list[Call], warm: str = "") -> np.ndarray:
+    """Each kernel's seconds in one pass of the sequence; `warm` ("constants",
+    "activations"): those arguments of each kernel read just before it, untimed."""
     times = np.zeros(len(calls))
     for k, call in enumerate(calls):
-        if warm_constants:
-            for c in call.constants:
-                c.sum()
+        if warm:
+            for a in call.constants if warm == "constants" else _activations(call):
+                a.sum()
         times[k] = _thread(call)
     return times
 
@@ -170,6 +195,47 @@ def hot(calls: list[Call]) -> np.ndarray:
     return times
 
 
+def kernel_nodes(compiled) -> list[set[str]]:
+    """Per kernel of main (graph node order), the names of the ONNX nodes it computes and of
+    the tensors they write."""
+    names = []
+    for node in compiled.graph.nodes:
+        body = node.attr("body")
+        nodes = body.nodes if body is not None else [node]
+        names.append({n.name for n in nodes} | {t for n in nodes for t in n.outputs})
+    return names
+
+
+def ort_node_times(profile: str) -> dict[str, list[float]]:
+    """Seconds of each onnxruntime node per run, from a profiling session's JSON file."""
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    with open(profile) as f:
+        events = json.load(f)
+    pathlib.Path(profile).unlink()
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            times[e["name"][: -len("_kernel_time")]].append(e["dur"] * 1e-6)
+    return times
+
+
+def ort_per_kernel(compiled, profile: str, kernels: int) -> tuple[np.ndarray, float, list[str]]:
+    """onnxruntime's median seconds per loom kernel (the sum of its nodes'), its total, and
+    the nodes matched to no kernel."""
+    owners = kernel_nodes(compiled)
+    per_kernel = np.zeros(kernels)
+    total, unmatched = 0.0, []
+    for node, seconds in ort_node_times(profile).items():
+        median = float(np.median(seconds))
+        total += median
+        key = node.removesuffix("_nchwc")
+        owner = next((k for k, names in enumerate(owners) if key in names), None)
+        if owner is None:
+            unmatched.append(node)
+        else:
+            per_kernel[owner] += median
+    return per_kernel, total, unmatched
+
+
 def measure(name: str, runs: int, top: int) -> None:
     path = bench_models.models_dir() / f"{name}.onnx"
     options = ort.SessionOptions()
@@ -177,6 +243,8 @@ def measure(name: str, runs: int, top: int) -> None:
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     feeds = bench_models.feeds_for(session, bench_models.MODEL_SHAPES.get(name, {}))
+    options.enable_profiling = True
+    profiled = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     compiled = loom.compile(str(path), shapes={k: v.shape for k, v in feeds.items()})
     loom.runtime.set_num_threads(1)
     calls, outputs = planned_calls(compiled, feeds)
@@ -195,15 +263,18 @@ def measure(name: str, runs: int, top: int) -> None:
     fresh = fresh_calls(calls)  # after the sequence ran: real intermediate values
     for _ in range(2):
         session.run(None, feeds)
+        profiled.run(None, feeds)
     measurements = {
         "model cpu": lambda: _cpu(lambda: compiled(**feeds)),
         "model": lambda: _wall(lambda: compiled(**feeds)),
-        "sequence": lambda: per_kernel(calls, False),
-        WARM: lambda: per_kernel(calls, True),
+        "sequence": lambda: per_kernel(calls),
+        WARM: lambda: per_kernel(calls, "constants"),
+        ACTIVATIONS_WARM: lambda: per_kernel(calls, "activations"),
         "hot": lambda: hot(calls),
         "hot fresh": lambda: hot(fresh),
         "onnxruntime cpu": lambda: _cpu(lambda: session.run(None, feeds)),
         "onnxruntime": lambda: _wall(lambda: session.run(None, feeds)),
+        "onnxruntime profiled": lambda: _wall(lambda: profiled.run(None, feeds)),
     }
     order = list(measurements)
     for run in range(runs):
@@ -219,21 +290,24 @@ def measure(name: str, runs: int, top: int) -> None:
         "model cpu",
         "sequence",
         WARM,
+        ACTIVATIONS_WARM,
         "hot",
         "hot fresh",
         "onnxruntime",
         "onnxruntime cpu",
     ):
-        print(f"  {key:24s} {total[key] * 1e3:8.2f}")
+        print(f"  {key:28s} {total[key] * 1e3:8.2f}")
     gaps = (
         ("main's own cost (model cpu - sequence)", total["model cpu"] - total["sequence"]),
         ("cold caches (sequence - hot)", total["sequence"] - total["hot"]),
         ("  of it the weights (sequence - warm)", total["sequence"] - total[WARM]),
+        ("  the activations (sequence - act. warm)", total["sequence"] - total[ACTIVATIONS_WARM]),
     )
     for label, seconds in gaps:
         print(f"  {label:42s} {seconds * 1e3:6.2f} ms")
+    _print_against_ort(compiled, calls, kernels, profiled.end_profiling(), top)
     loss = kernels["sequence"] - kernels["hot"]
-    print(f"  the {top} largest losses in the sequence:")
+    print(f"  the {top} largest losses to cold caches in the sequence:")
     for k in np.argsort(-loss)[:top]:
         weights = sum(c.nbytes for c in calls[k].constants)
         rate = f"{weights / loss[k] / 1e9:5.1f} GB/s" if loss[k] > 0 and weights else ""
@@ -241,6 +315,36 @@ def measure(name: str, runs: int, top: int) -> None:
             f"    {calls[k].name[:60]:60s} seq {kernels['sequence'][k] * 1e3:6.3f} "
             f"hot {kernels['hot'][k] * 1e3:6.3f} ms, weights {weights / 1e6:5.2f} MB {rate}"
         )
+
+
+def _print_against_ort(compiled, calls, kernels, profile: str, top: int) -> None:
+    ort_kernel, ort_total, unmatched = ort_per_kernel(compiled, profile, len(calls))
+    seq, warm, hot_ = kernels["sequence"], kernels[WARM], kernels["hot"]
+    acts = kernels[ACTIVATIONS_WARM]
+    print(
+        f"  onnxruntime's nodes (profiled, in sequence) {ort_total * 1e3:6.2f} ms, of them "
+        f"matched to loom's kernels {ort_kernel.sum() * 1e3:6.2f} (unmatched: "
+        f"{', '.join(unmatched) or 'none'})"
+    )
+    print(f"  the {top} kernels where loom loses most to onnxruntime in sequence (ms):")
+    print(
+        f"    {'kernel':58s} {'seq':>6s} {'w warm':>6s} {'a warm':>6s} {'hot':>6s} {'ort':>6s} "
+        f"{'loss':>6s} {'weights':>8s}"
+    )
+    loss = seq - ort_kernel
+    for k in np.argsort(-loss)[:top]:
+        weights = sum(c.nbytes for c in calls[k].constants)
+        print(
+            f"    {calls[k].name[:58]:58s} {seq[k] * 1e3:6.3f} {warm[k] * 1e3:6.3f} "
+            f"{acts[k] * 1e3:6.3f} {hot_[k] * 1e3:6.3f} {ort_kernel[k] * 1e3:6.3f} "
+            f"{loss[k] * 1e3:+6.3f} {weights / 1e6:6.2f}MB"
+        )
+    wins, losses = loss[loss < 0].sum(), loss[loss > 0].sum()
+    print(
+        f"    total: loom {seq.sum() * 1e3:.2f}, onnxruntime {ort_kernel.sum() * 1e3:.2f} ms; "
+        f"loom loses {losses * 1e3:.2f} ms on {int((loss > 0).sum())} kernels and wins "
+        f"{-wins * 1e3:.2f} on {int((loss < 0).sum())}"
+    )
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import loom
-from loom.backend.cpu import group_schedules
+from loom.backend.cpu import dense_schedules, group_schedules
 from loom.backend.cpu import strategies as cpu
 from loom.backend.cpu.dense_tiles import VectorUnit, choose_tile
 from loom.graph.ir import Graph, Node
@@ -294,6 +294,22 @@ def test_a_one_row_gemm_streams_b_by_rows(n):
     inner = []
     post_order_visit(k_outer.body, lambda n: inner.append(n) if isinstance(n, For) else None)
     assert any(f.loop_var.name.startswith("j") for f in inner)  # the row inside the steps
+
+
+@pytest.mark.parametrize("n, rows", [(1000, 16), (1024, 8)])
+def test_a_one_row_gemm_reads_many_rows_of_b_unless_they_alias(n, rows):
+    """A one-row product takes ROW_K_UNROLL rows of B per step, ALIASED_ROW_K_UNROLL when B's
+    rows are a multiple of ALIASING_BYTES long (they would share the L1 cache's sets)."""
+    assert rows in (dense_schedules.ROW_K_UNROLL, dense_schedules.ALIASED_ROW_K_UNROLL)
+    a, w = floats(1, 64), floats(n, 64)
+    model = make_model(
+        [helper.make_node("Gemm", ["a", "w"], ["out"], transB=1)], [("a", a)], ["out"], {"w": w}
+    )
+    kernel = kernel_of(compiled_matches_onnxruntime(model, {"a": a}), "Gemm")
+    loops = []
+    post_order_visit(kernel.body, lambda n: loops.append(n) if isinstance(n, For) else None)
+    k_inner = [f for f in loops if f.loop_var.name == "k.inner"]
+    assert k_inner and all(int(f.extent.value) == rows for f in k_inner), k_inner
 
 
 def test_a_matmul_with_its_epilogue_in_one_kernel():
