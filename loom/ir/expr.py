@@ -207,6 +207,18 @@ class FloatImm(PrimExpr):
             raise ValueError(f"FloatImm needs a scalar float dtype, got {dt}")
         self._set("value", float(self.value))
 
+    # Equal constants are the same bits: -0.0 is not 0.0 (1/x tells them apart), a NaN is
+    # itself. Caches keyed by expressions (the LLVM code generator's reuse) rely on it.
+    def __eq__(self, other) -> bool:
+        return (
+            type(other) is FloatImm
+            and self.dtype == other.dtype
+            and self.value.hex() == other.value.hex()
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.value.hex(), self.dtype))
+
 
 @node
 class StringImm(PrimExpr):

@@ -16,7 +16,7 @@ from loom.abi.dtype import HANDLE, dtype
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
-from loom.ir.expr import Call, IntImm, PrimExpr
+from loom.ir.expr import Call, CallKind, Cast, IntImm, PrimExpr
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, AssertStmt, DeferStmt, Evaluate, LetStmt, Stmt
@@ -112,6 +112,27 @@ class _LowerAllocations(Mutator):
         )
         not_null = op.logical_not(op.call_intrin("bool", "isnullptr", buf.data))
         return LetStmt(buf.data, call, AssertStmt(not_null, message, DeferStmt(free_call, body)))
+
+
+def owns_memory(s: LetStmt) -> bool:
+    """Whether `s` binds a handle to memory that no other handle of its function reaches: an
+    allocator's memory as this pass binds it (checked not NULL, then freed by a `defer` of the
+    same handle) or a fixed address (`fixed_address`). A pointer some other extern call returns
+    is not (memcpy returns its destination)."""
+    value = s.value
+    if not s.var.dtype.is_handle:
+        return False
+    if isinstance(value, Cast) and isinstance(value.value, IntImm):
+        return True
+    if not (isinstance(value, Call) and value.kind == CallKind.EXTERN):
+        return False
+    check = s.body
+    if not (isinstance(check, AssertStmt) and isinstance(check.body, DeferStmt)):
+        return False
+    free = check.body.cleanup
+    return (
+        isinstance(free, Evaluate) and isinstance(free.value, Call) and free.value.args == (s.var,)
+    )
 
 
 MEMORIES_ATTR = "memories"

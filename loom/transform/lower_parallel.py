@@ -49,6 +49,7 @@ from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import PrimExpr, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.visitor import Mutator, visit_each_once
+from loom.transform.lower_memory import owns_memory
 from loom.transform.pass_infra import Pass, register_pass
 
 PARALLEL_TASK_ATTR = "parallel_task"
@@ -147,18 +148,14 @@ def captured_vars(body: S.Stmt, loop_var: Var) -> list[Var]:
 def distinct_pointers(func: PrimFunc) -> set[Var]:
     """Handles of `func` to memory no other handle reaches: buffer parameters (the calling
     convention refuses a written array that shares memory with another argument), allocations
-    (stack buffers, memory from an allocator call, fixed addresses)."""
+    (stack buffers, memory from an allocator, fixed addresses: `owns_memory`)."""
     out = {p.data for p in func.params if isinstance(p, Buffer)}
 
     def record(n) -> None:
         if isinstance(n, S.Allocate):
             out.add(n.buffer.data)
-        elif isinstance(n, S.LetStmt) and n.var.dtype.is_handle:
-            value = n.value
-            if isinstance(value, E.Cast) or (
-                isinstance(value, E.Call) and value.kind == E.CallKind.EXTERN
-            ):
-                out.add(n.var)
+        elif isinstance(n, S.LetStmt) and owns_memory(n):
+            out.add(n.var)
 
     visit_each_once(func.body, record)
     return out

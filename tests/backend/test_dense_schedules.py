@@ -72,7 +72,7 @@ def test_strategy_packs_b_only_for_many_rows():
 
 def test_strategy_packs_each_panel_in_the_parallel_loop():
     # enough panels for every thread: each panel is packed on the stack of the thread using it
-    panels = cpu.PANEL_TASKS_PER_THREAD * cpu.host_threads() + 1
+    panels = cpu.MIN_PANEL_TASKS + 1
     run_strategy(37, panels * LANES, 29, pack=True, cols=LANES)
     sch, args = cpu.matmul(37, panels * LANES, 29, pack=True, cols=LANES)
     (loop,) = [f for f in loops_of(loom.lower(sch, args)) if f.kind == ForKind.PARALLEL]
@@ -83,7 +83,7 @@ def test_strategy_packs_each_panel_in_the_parallel_loop():
 
 def test_strategy_packs_partial_panels_before_the_tiles():
     # a partial last panel would run on one thread after the parallel loop: all of B packed first
-    n = (cpu.PANEL_TASKS_PER_THREAD * cpu.host_threads() + 1) * LANES - 3
+    n = (cpu.MIN_PANEL_TASKS + 1) * LANES - 3
     run_strategy(37, n, 29, pack=True, cols=LANES)
     sch, args = cpu.matmul(37, n, 29, pack=True, cols=LANES)
     packs = [a.buffer for a in allocations(loom.lower(sch, args)["main"].body)]
@@ -92,7 +92,7 @@ def test_strategy_packs_partial_panels_before_the_tiles():
 
 def test_strategy_packs_a_panel_too_large_for_the_stack_before_the_tiles():
     k = cpu.PANEL_STACK_BYTES // (4 * LANES) + 1
-    sch, args = cpu.matmul(2, LANES * 8 * cpu.host_threads(), k, pack=True, cols=LANES)
+    sch, args = cpu.matmul(2, LANES * cpu.MIN_PANEL_TASKS, k, pack=True, cols=LANES)
     packs = [a.buffer for a in allocations(loom.lower(sch, args)["main"].body)]
     assert [b.scope for b in packs if b.name == "packedB"] == ["global"]
 

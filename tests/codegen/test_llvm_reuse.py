@@ -14,7 +14,7 @@ from loom.ir import op
 from loom.ir.buffer import decl_buffer
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.stmt import For, IfThenElse, LetStmt, seq
+from loom.ir.stmt import Allocate, For, IfThenElse, LetStmt, seq
 from loom.target import as_target
 
 
@@ -101,3 +101,56 @@ def test_arithmetic_computed_in_a_branch_is_computed_again_after_it():
         y = np.zeros(2, "int32")
         loom.build(IRModule((func,)), target="llvm")(value, y)
         np.testing.assert_array_equal(y, [value * 7 + 1 if value > 0 else 0, value * 7 + 1])
+
+
+def test_a_pointer_an_extern_call_returns_may_alias_a_buffer():
+    # memcpy returns its destination: a store through `a` changes what `view` (= q) reads
+    a, src, out = (decl_buffer((4,), "float32", n) for n in ("a", "src", "out"))
+    q = Var("q", "handle")
+    view = dataclasses.replace(a, name="view", data=q)
+    copy = op.call_extern("handle", "memcpy", a.data, src.data, op.const(16, "uint64"))
+    body = LetStmt(
+        q,
+        copy,
+        seq(
+            out.store(view[1], (0,)),
+            a.store(op.const(9.0, "float32"), (1,)),
+            out.store(view[1], (1,)),
+        ),
+    )
+    x, y = np.zeros(4, "float32"), np.zeros(4, "float32")
+    _run(PrimFunc("f", (a, src, out), body), x, np.full(4, 5.0, "float32"), y)
+    np.testing.assert_array_equal(y[:2], [5.0, 9.0])
+
+
+def test_negative_and_positive_zero_are_different_constants():
+    a, out = decl_buffer((4,), "float32", "a"), decl_buffer((4,), "float32", "out")
+    zero, negative = op.const(0.0, "float32"), op.const(-0.0, "float32")
+    body = seq(
+        out.store(a[0] / zero, (0,)),
+        out.store(a[0] / negative, (1,)),
+        out.store(a[0] * zero, (2,)),
+        out.store(a[0] * negative, (3,)),
+    )
+    y = np.zeros(4, "float32")
+    _run(PrimFunc("f", (a, out), body), np.ones(4, "float32"), y)
+    np.testing.assert_array_equal(y, [np.inf, -np.inf, 0.0, -0.0])
+    assert np.signbit(y[3]) and not np.signbit(y[2])
+
+
+def test_a_buffer_allocated_again_is_not_read_through_the_first_allocation():
+    # two unrolled copies of the same Allocate bind buf.data twice: an address computed from
+    # the first copy's buffer must not stand for the second's
+    out = decl_buffer((2,), "float32", "out")
+    buf = decl_buffer((4,), "float32", "buf", scope="local")
+
+    def copy(k: int, value: float):
+        q = Var(f"q{k}", "handle")
+        view = dataclasses.replace(buf, name=f"view{k}", data=q)
+        address = op.cast(op.cast(buf.data, "uint64"), "handle")
+        stored = buf.store(op.const(value, "float32"), (0,))
+        return Allocate(buf, seq(stored, LetStmt(q, address, out.store(view[0], (k,)))))
+
+    y = np.zeros(2, "float32")
+    _run(PrimFunc("f", (out,), seq(copy(0, 1.0), copy(1, 2.0))), y)
+    np.testing.assert_array_equal(y, [1.0, 2.0])

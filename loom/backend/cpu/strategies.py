@@ -8,7 +8,6 @@ the target's vector width).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -36,13 +35,14 @@ PANEL_STACK_BYTES = 512 << 10
 the thread that uses it (half the targets' default stack limit), which stays in L2 while the
 row tiles read it. Larger panels are packed all at once before the tiles."""
 
-PANEL_TASKS_PER_THREAD = 2
-"""Panels per thread (of this machine's CPUs) from which the panel loop alone is the parallel
-loop, each thread packing the panels it uses: no second parallel launch for the packing, no
-thread waiting for another's packing, no packed panel moving between cores. Measured on Zen 4,
-512^3, GFLOP/s of CPU time against all of B packed first (medians of runs on a shared machine):
-one thread 112.5 vs 111.5, two threads 108 vs 106; B prepacked, 114.5. With fewer panels, a
-thread would idle."""
+MIN_PANEL_TASKS = 8
+"""Panels from which the panel loop alone is the parallel loop, each thread packing the panels
+it uses: no second parallel launch for the packing, no thread waiting for another's packing,
+no packed panel moving between cores. Measured on Zen 4, 512^3 (8 panels of 64 columns),
+GFLOP/s of CPU time against all of B packed first (medians of runs on a shared machine): one
+thread 112.5 vs 111.5, two threads 108 vs 106; B prepacked, 114.5. With fewer panels than
+threads, a thread would idle; the count is fixed (not the compiling machine's CPUs) so that a
+kernel's code does not depend on where it was built."""
 
 
 def matmul(
@@ -137,20 +137,11 @@ def matmul(
 
 def _packs_per_panel(n: int, cols: int, panel_bytes: int, target: Target | None) -> bool:
     """Whether the matmul packs each panel of B inside the loop over panels, the panel loop
-    parallel (PANEL_TASKS_PER_THREAD), rather than all of B before the tiles. Not when the
+    parallel (MIN_PANEL_TASKS), rather than all of B before the tiles. Not when the
     panels do not divide n: the partial last one would be peeled off the parallel loop (its
     bound checks are `likely` conditions) and run on one thread after the others."""
     stack = PANEL_STACK_BYTES if target is None else min(PANEL_STACK_BYTES, target.stack_limit // 2)
-    enough = n // cols >= PANEL_TASKS_PER_THREAD * host_threads()
-    return n % cols == 0 and enough and panel_bytes <= stack
-
-
-def host_threads() -> int:
-    """The CPUs this process may use: as many threads as the runtime runs unless told otherwise
-    ($LOOM_NUM_THREADS, `loom.runtime.set_num_threads`)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= stack
 
 
 def _packed(B: Tensor, cols: int) -> Tensor:

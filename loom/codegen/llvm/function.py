@@ -23,6 +23,7 @@ from loom.ir import expr as E
 from loom.ir import stmt as S
 from loom.ir.expr import PrimExpr, Var
 from loom.transform.legalize import needs_legalize, not_legalized
+from loom.transform.lower_memory import owns_memory
 
 if TYPE_CHECKING:
     from loom.codegen.llvm.module import ModuleCodegen
@@ -766,9 +767,8 @@ class FunctionCodegen:
 
     def s_LetStmt(self, s: S.LetStmt) -> None:
         self.bind(s.var, self.expr(s.value))
-        value = s.value
-        if s.var.dtype.is_handle and type(value) is E.Call and value.kind == E.CallKind.EXTERN:
-            self.distinct.add(s.var)  # memory from an allocator call (lower_memory_scopes)
+        if owns_memory(s):
+            self.distinct.add(s.var)
         with self.region():
             self.stmt(s.body)
 

@@ -189,7 +189,8 @@ class ModuleCodegen:
         cg.stack_bytes += nbytes
         align = max(buf.alignment, self.target.alignment)
         cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
-        cg.stmt(s.body)
+        with cg.region():  # an unrolled copy binds buf.data again: nothing of this one is reused
+            cg.stmt(s.body)
 
 
 def generate(mod: IRModule, target: Target, signatures: dict[str, FunctionSignature]) -> ir.Module:
