@@ -96,6 +96,7 @@ LAYERS = [
     Layer(
         "mobilenet pw 96->576 14", (1, 96, 14, 14), filters=576, kernel=1, pad=0, activation="Clip"
     ),
+    Layer("mobilenet pw 960->160 7", (1, 960, 7, 7), filters=160, kernel=1, pad=0),
     Layer(
         "ppocr pw 48->96 80", (1, 48, 80, 80), filters=96, kernel=1, pad=0, activation="HardSwish"
     ),

@@ -145,15 +145,39 @@ CONVS = {
     ),
     "1x1 flat grid": ((1, 24, 14, 14), (48, 24, 1, 1), {}, False, "Clip"),
     # a 1x1 convolution with a stride reads its subsampled data (conv_widen.py)
-    "1x1 stride 2": ((1, 32, 28, 28), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
+    # (16 outputs wide: a 14- or 7-wide output puts its channels in the lanes, conv_channels.py)
+    "1x1 stride 2": ((1, 32, 32, 32), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
     "1x1 stride 2 pads": (
-        (1, 8, 15, 13),
+        (1, 8, 15, 31),
         (16, 8, 1, 1),
         {"pads": [1, 0, 0, 1], "strides": [2, 2]},
         True,
         None,
     ),
+    # output channels in the vector lanes (conv_channels.py): 14 and 7 outputs wide
+    "14x14 channels in lanes": ((1, 64, 14, 14), (64, 64, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "7x7 channels in lanes": ((1, 40, 7, 7), (64, 40, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    "stride 2 channels in lanes": (
+        (1, 24, 14, 14),
+        (32, 24, 3, 3),
+        {"pads": [1] * 4, "strides": [2, 2]},
+        False,
+        None,
+    ),
+    "1x1 stride 2 channels in lanes": (
+        (1, 48, 13, 13),
+        (96, 48, 1, 1),
+        {"strides": [2, 2]},
+        True,
+        "Clip",
+    ),
 }
+CHANNEL_TILES = [
+    "14x14 channels in lanes",
+    "7x7 channels in lanes",
+    "stride 2 channels in lanes",
+    "1x1 stride 2 channels in lanes",
+]
 FLAT_GRIDS = [
     "28x28 flat grid",
     "flat grid, pads asymmetric, dilated",
@@ -324,6 +348,29 @@ def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
     for st in updates:
         data = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
         assert data and all(ld.buffer.name.endswith(".flat") for ld in data if ld.dtype.lanes > 1)
+
+
+@pytest.mark.parametrize("case", CHANNEL_TILES)
+def test_narrow_outputs_put_their_channels_in_the_lanes(case):
+    """14- and 7-wide outputs (resnet18's last stages): the accumulators are `.lanes`
+    vectors of output channels, each update one contiguous unmasked weight vector (packed in
+    blocks of the tile's channels) times one input element broadcast; several per step."""
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x, w = floats(*x_shape), floats(*w_shape)
+    b = floats(w_shape[0]) if bias else None
+    compiled = loom.compile(conv_model(x, w, b, activation, **attrs), target="llvm")
+    if compiled.target.vector_bytes != 64:
+        pytest.skip("the cost model picks this tile for 16-lane registers")
+    updates = reduction_updates(conv_kernel(compiled))
+    assert len(updates) >= 7, len(updates)
+    for st in updates:
+        assert st.buffer.name.endswith(".lanes"), st.buffer.name
+        reads = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
+        vectors = [ld for ld in reads if ld.dtype.lanes > 1]
+        assert len(vectors) == 1 and vectors[0].predicate is None, vectors
+        assert isinstance(vectors[0].indices[0], Ramp) and vectors[0].indices[0].stride.value == 1
+        assert "blocked" in vectors[0].buffer.name, vectors[0].buffer.name
+        assert [ld for ld in reads if ld.dtype.lanes == 1], "no broadcast input element"
 
 
 @pytest.mark.parametrize("case", ["1x1 stride 2", "1x1 stride 2 pads"])

@@ -37,6 +37,13 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   rows laid end to end (conv_flat.py), when the cost model (`_flat_tile`) finds that
   FLAT_MIN_GAIN better: resnet18's 3x3 convolutions at 28x28 (stride 1 and 2) and 14x14,
   mobilenet_v2's pointwise ones at 14x14;
+- outputs 14 or 7 wide waste a vector's lanes either way (16 computed for 14, 8 for 7); a
+  dense convolution then puts its output channels in the lanes instead (conv_channels.py,
+  onnxruntime's NCHWc kernels): a tile of one or two registers of channels x pixels of a
+  row, each step a contiguous load of the packed weights per register and a broadcast of
+  the input per pixel, when the cost model (`_channel_tile`) finds that CHANNEL_MIN_GAIN
+  better: resnet18's 3x3 convolutions at 14x14 and 7x7 (stride 1 and 2; 9-15 % faster),
+  its 1x1/2 downsample to 7x7 and mobilenet_v2's pointwise ones at 7x7 (3-19 %);
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, whole vector registers along the row, the most output elements
   per cycle, then the fewest loads per multiply-add;
@@ -66,6 +73,7 @@ import dataclasses
 import math
 
 from loom.backend.cpu import group_schedules
+from loom.backend.cpu.conv_channels import channels_last
 from loom.backend.cpu.conv_flat import Grid, flatten, grid
 from loom.backend.cpu.conv_widen import widen
 from loom.backend.cpu.group_schedules import (
@@ -100,7 +108,8 @@ FMA_CHAINS = 8
 """Independent multiply-adds in flight that keep the FMA units busy (latency 4, two units)."""
 
 MIN_PARALLEL_ITERATIONS = 8
-"""Below this many channel tiles, a depthwise kernel's parallel loop takes in the row tiles."""
+"""Below this many channel tiles, a depthwise kernel's parallel loop, or one with its channels
+in the lanes (conv_channels.py), takes in the row tiles."""
 
 MIN_COLUMNS = 4
 """Outputs narrower than this, and vectors shorter, are left to group_schedules.py (it fuses
@@ -123,6 +132,14 @@ FLAT_DATA_IN_CACHE = 512 * 1024
 L2 cache, 1 MB on Zen 4: resnet18's 3x3 convolutions at 28x28 and 14x14, 445 and 261 KB, are
 1-2 % faster so); a larger one once per grid tile (its 3x3/2 convolution from 56x56 reads
 890 KB of phases: 6 % faster so)."""
+
+
+CHANNEL_MIN_GAIN = 1.05
+"""A convolution is computed with its output channels in the vector lanes (conv_channels.py)
+when that computes this much more useful output per cycle than the tiles of columns."""
+
+MAX_CHANNEL_PIXELS = 14
+"""A channel tile (conv_channels.py) takes at most this many output pixels of a row."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +166,17 @@ class _Tile:
     lanes: int  # columns per vector: a register's, or half a register's
 
 
+@dataclasses.dataclass(frozen=True)
+class _ChannelTile:
+    """A tile of conv_channels.py: `channels` output channels in vectors of `lanes` (whole
+    registers) x `rows` x `width` output pixels."""
+
+    channels: int
+    rows: int
+    width: int
+    lanes: int
+
+
 def schedule(s: Schedule, target) -> None:
     """Schedule, in place, the stages of `s` this module recognizes; leave the others untouched
     for group_schedules.py."""
@@ -158,7 +186,9 @@ def schedule(s: Schedule, target) -> None:
             continue
         lanes = _lanes(stage, target)
         chosen = _choose(window, target)
-        if isinstance(chosen, tuple):
+        if isinstance(chosen, _ChannelTile):
+            _schedule_channels(s, window, chosen)
+        elif isinstance(chosen, tuple):
             _schedule_flat(s, window, *chosen, lanes)
         elif chosen is not None:
             _schedule_window(s, window, chosen, lanes)
@@ -170,20 +200,33 @@ def channel_tile(s: Schedule, stage: Stage, target) -> int | None:
     `schedule` leaves the stage to group_schedules.py. `s` need not be scheduled: the tile
     depends only on the stage's rule. Graph passes lay constant weights out by it
     (pack_conv_weights.py)."""
-    window = _recognize(s, stage, _deinterleaves(target))
-    chosen = None if window is None else _choose(window, target)
+    chosen = _chosen(s, stage, target)
     if chosen is None:
         return None
     return (chosen[0] if isinstance(chosen, tuple) else chosen).channels
+
+
+def channels_in_lanes(s: Schedule, stage: Stage, target) -> bool:
+    """Whether `schedule` computes `stage` with its output channels in the vector lanes
+    (conv_channels.py): its weights must then come in blocks of `channel_tile` channels for
+    the tile to load them as vectors."""
+    return isinstance(_chosen(s, stage, target), _ChannelTile)
+
+
+def _chosen(s: Schedule, stage: Stage, target):
+    window = _recognize(s, stage, _deinterleaves(target))
+    return None if window is None else _choose(window, target)
 
 
 def _lanes(stage: Stage, target) -> int:
     return max(1, _vector_bytes(target) // stage.op.dtype.itemsize)
 
 
-def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | None:
+def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _ChannelTile | None:
     """The tile of rows of whole vectors (`_tile`), or of the flattened grid with the grid and
-    its computed lanes (`_flat_tile`) when that is FLAT_MIN_GAIN better; None: neither fits."""
+    its computed lanes (`_flat_tile`) when that is FLAT_MIN_GAIN better, or the tile of
+    channels in the lanes (`_channel_tile`) when that is CHANNEL_MIN_GAIN better than
+    both; None: none fits."""
     register = _vector_bytes(target)
     lanes = _lanes(window.reduction, target)
     budget = int((32 if register >= 64 else 16) * ACCUMULATOR_SHARE)
@@ -191,7 +234,10 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | None:
     found = _tile(window, lanes, budget, halves)
     flat = _flat_tile(window, lanes, budget, halves)
     if flat is not None and (found is None or flat[1] > found[1] * FLAT_MIN_GAIN):
-        return flat[0]
+        found = flat
+    across = _channel_tile(window, lanes, budget, halves)
+    if across is not None and (found is None or across[1] > found[1] * CHANNEL_MIN_GAIN):
+        return across[0]
     return None if found is None else found[0]
 
 
@@ -363,6 +409,35 @@ def _cycles(accumulators: int, loads: int, doubled: bool) -> int:
     return max(accumulators, loads, FMA_CHAINS) * (2 if doubled else 1)
 
 
+def _channel_tile(
+    window: _Window, lanes: int, budget: int, halves: bool
+) -> tuple[_ChannelTile, float] | None:
+    """The best tile of conv_channels.py (one or two registers of channels x pixels of a row,
+    or of rows, dividing the output), with its useful output elements per cycle; None unless
+    all output channels share their input (a dense convolution) and a register's lanes
+    divide them (and match the weights' block, if they come in blocks)."""
+    _, channels, rows, columns = (int(d) for d in window.reduction.op.shape)
+    if window.shared != channels or lanes < MIN_COLUMNS:
+        return None
+    best, best_score = None, None
+    for registers in (1, 2):
+        tc = registers * lanes
+        if channels % tc or (window.block is not None and window.block != tc):
+            continue
+        for tr in _divisors(rows, MAX_TILE_ROWS):
+            for width in _divisors(columns, MAX_CHANNEL_PIXELS):
+                pixels = tr * width
+                accumulators = pixels * registers
+                if accumulators > budget:
+                    continue
+                loads = registers + pixels  # weight vectors, broadcast inputs
+                cycles = _cycles(accumulators, loads, halves)
+                score = (tc * pixels / cycles, -loads / accumulators, width)
+                if best_score is None or score > best_score:
+                    best, best_score = _ChannelTile(tc, tr, width, lanes), score
+    return None if best is None else (best, best_score[0])
+
+
 def _flat_tile(
     window: _Window, lanes: int, budget: int, halves: bool
 ) -> tuple[tuple[_Tile, Grid, int], float] | None:
@@ -510,6 +585,62 @@ def _schedule_flat(
     local.compute_at(flat, inside)
     _schedule_accumulators(local, tile)
     _schedule_epilogue(output, register_lanes)
+
+
+def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None:
+    """The convolution with its channels in the lanes (conv_channels.py): the output's tiles
+    of pixels x channels, each computing its accumulators (reduction loops outside, pixels
+    and registers unrolled, channels vectorized) and then storing them through the epilogue.
+    The pixel tiles run inside the channel tiles: a block of weights (up to 590 KB: resnet18's
+    3x3 convolutions of 512 channels) is read once from memory and then from cache by each
+    pixel tile, the input (at most a few hundred KB at these widths) from cache by each block
+    (measured: mobilenet_v2 run whole lost 0.7 ms to its 1x1 convolutions at 7x7 with the
+    pixel tiles outside, which read all the weights once per pixel tile)."""
+    reduction, output = window.reduction, window.output
+    lanes_stage = channels_last(s, reduction, tile.channels)
+    if window.padded is not None:
+        window.padded.compute_root()  # unguarded reads; scheduled by group_schedules.py
+    if reduction is not output:
+        reduction.compute_inline()
+    out: ComputeOp = output.op
+    n, m, oh, ow = out.axis
+    mo, mi = output.split(m, factor=tile.channels)
+    oho, ohi = output.split(oh, factor=tile.rows)
+    owo, owi = output.split(ow, factor=tile.width)
+    vectors, lane = (None, mi) if tile.channels == tile.lanes else output.split(mi, tile.lanes)
+    inner = [ohi, owi] + ([vectors] if vectors is not None else [])
+    output.reorder(n, mo, oho, owo, *inner, lane)
+    for loop in inner:
+        output.unroll(loop)
+    output.vectorize(lane)
+    attach = owo
+    work = math.prod(int(d) for d in out.shape) * _steps(lanes_stage.op)
+    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
+        blocks = int(n.dom.extent.value) * int(m.dom.extent.value) // tile.channels
+        if blocks >= MIN_PARALLEL_ITERATIONS:  # the weights' block index free of divisions
+            output.parallel(output.fuse(n, mo))
+        else:
+            attach = output.fuse(n, mo, oho, owo)
+            output.parallel(attach)
+    lanes_stage.set_scope("local")  # the accumulators: registers, not the workspace pool
+    lanes_stage.compute_at(output, attach)
+    red: ComputeOp = lanes_stage.op
+    _, _, rows, columns, channels = red.axis
+    vectors, lane = (
+        (None, channels) if tile.channels == tile.lanes else lanes_stage.split(channels, tile.lanes)
+    )
+    tile_loops = [rows, columns] + ([vectors] if vectors is not None else [])
+    lanes_stage.reorder(*red.reduce_axis, *tile_loops, lane)
+    for loop in tile_loops:
+        lanes_stage.unroll(loop)
+    lanes_stage.vectorize(lane)
+    copies = tile.rows * tile.width * (tile.channels // tile.lanes)
+    for axis in reversed(red.reduce_axis[1:] if len(red.reduce_axis) > 2 else red.reduce_axis):
+        extent = int(axis.dom.extent.value)
+        if copies * extent > MAX_UNROLLED_STEPS:
+            break
+        lanes_stage.unroll(axis)
+        copies *= extent
 
 
 def _copy_of(flat: Stage):

@@ -15,7 +15,9 @@ C is the tile's channel count for the target (`conv_schedules.channel_tile`, fro
 rule and cost model the schedule uses), so the schedule's split of the output channels by C
 turns `m // C` and `m % C` into the tile's loop variables. Convolutions whose tile has one
 channel (depthwise, or left to group_schedules.py) keep their layout: it is already one
-stream per channel; so do those whose filters are longer than MAX_FILTER_BYTES. Nodes
+stream per channel; so do those whose filters are longer than MAX_FILTER_BYTES, unless their
+tile puts the output channels in the vector lanes (conv_channels.py): that tile loads each
+step's weights of its channels as vectors, contiguous only when packed. Nodes
 reading the same weights with the same C share the packed constant; a constant nothing reads
 any more is dropped.
 
@@ -32,7 +34,7 @@ import functools
 
 import llvmlite.binding as llvm
 
-from loom.backend.cpu.conv_schedules import channel_tile
+from loom.backend.cpu.conv_schedules import channel_tile, channels_in_lanes
 from loom.backend.cpu.dense_tiles import VectorUnit
 from loom.graph.ir import Graph, Node
 from loom.graph.ops import OPERATORS
@@ -46,7 +48,9 @@ MAX_FILTER_BYTES = 8192
 long enough for the prefetcher, and several streams keep more reads in flight than one
 (measured in resnet18 run whole: its 3x3 convolutions of 256 and 512 channels, 9 and 18 KB
 filters, were 1-3 % slower packed; those of 64 and 128 channels, 2.3 and 4.6 KB, and the
-1x1 ones as fast or faster; mobilenet_v2's filters are at most 3.8 KB)."""
+1x1 ones as fast or faster; mobilenet_v2's filters are at most 3.8 KB). Not for a tile with
+its channels in the lanes (conv_channels.py: resnet18's 3x3 convolutions at 14x14 and 7x7
+since): it needs the packed layout for its vector loads."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,13 @@ def host_cpu() -> HostCPU:
 def conv_channel_tile(node: Node, graph: Graph, target=None) -> int | None:
     """The channels of the register tile conv_schedules.py gives Conv `node` of `graph` for
     `target` (None: this machine's CPU); None if it gives none."""
+    tile = _conv_tile(node, graph, target)
+    return None if tile is None else tile[0]
+
+
+def _conv_tile(node: Node, graph: Graph, target) -> tuple[int, bool] | None:
+    """The channels of the tile conv_schedules.py gives Conv `node`, and whether they are in
+    the vector lanes (conv_channels.py); None if it gives none."""
     tensors = [
         placeholder(graph.type_of(v).shape, dtype=graph.type_of(v).dtype, name=f"input{k}")
         if v
@@ -78,7 +89,11 @@ def conv_channel_tile(node: Node, graph: Graph, target=None) -> int | None:
     s = create_schedule([t.op for t in outputs])
     for stage in s.stages:
         if isinstance(stage.op, ComputeOp) and isinstance(stage.op.body, Reduce):
-            return channel_tile(s, stage, host_cpu() if target is None else target)
+            target = host_cpu() if target is None else target
+            channels = channel_tile(s, stage, target)
+            if channels is None:
+                return None
+            return channels, channels_in_lanes(s, stage, target)
     return None
 
 
@@ -89,10 +104,13 @@ def _block(node: Node, graph: Graph, target) -> int | None:
     w = graph.constants.get(node.inputs[1])
     if w is None or w.ndim != 4:  # the schedules tile 2-D convolutions only
         return None
-    if w[0].nbytes > MAX_FILTER_BYTES:
+    tile = _conv_tile(node, graph, target)
+    if tile is None:
         return None
-    block = conv_channel_tile(node, graph, target)
-    if block is None or block == 1 or w.shape[0] % block:
+    block, in_lanes = tile
+    if w[0].nbytes > MAX_FILTER_BYTES and not in_lanes:
+        return None  # a tile of channels in the lanes loads its block's weights as vectors
+    if block == 1 or w.shape[0] % block:
         return None
     return block
 

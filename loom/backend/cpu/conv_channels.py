@@ -1,0 +1,98 @@
+"""A convolution computed with its output channels in the vector lanes (for conv_schedules.py).
+
+conv_schedules.py's tile vectorizes along output columns: a 14- or 7-wide row wastes the rest
+of its last vector (16 lanes computed for 14 outputs, 8 for 7). Here, as in onnxruntime's MLAS
+NCHWc kernels, a vector holds `C` consecutive output channels instead (no lane wasted at any
+width): the tile is `rows` x `width` output pixels x `C` channels; each reduction step
+(input channel, kernel row, kernel column) loads the `C` channels' weights as C / lanes
+contiguous vectors (the weights come packed as [O / C, I, KH, KW, C]: pack_conv_weights.py)
+and broadcasts one input element per pixel, shared by the pixel's vectors: ideally one
+`vfmadd231ps` with a broadcast memory operand per pixel and register.
+
+The reduction is rebuilt channels last, `lanes[n, mo, oh, ow, mi]` for channel `mo * C + mi`,
+so that the tile's accumulators (a local buffer of [rows, width, C] computed at the output's
+tile) are vectors along their last axis, every access at a constant index after unrolling:
+LLVM keeps them in registers. The reduction's stage becomes the copy
+`out[n, m, oh, ow] = lanes[n, m // C, oh, ow, m % C]`, inlined into the epilogue (bias,
+activation), which stores the tile once, its channels vectorized (a strided store: it runs
+once per output element, the tile 9 * I multiply-adds per element).
+
+Stages are built as conv_flat.py does (`Schedule._replace_dataflow`).
+"""
+
+from __future__ import annotations
+
+from loom.ir.expr import FloorDiv, FloorMod, IntImm, PrimExpr, Var
+from loom.ir.op import floordiv, floormod
+from loom.ir.visitor import Mutator, substitute
+from loom.te.schedule import Schedule, Stage
+from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce
+
+
+class _SplitChannel(Mutator):
+    """`m // C` and `m % C` (the packed weights' indices) become `mo` and `mi`; any other use
+    of `m` becomes `mo * C + mi` (by the substitution that follows)."""
+
+    def __init__(self, m: Var, block: int, mo: Var, mi: Var):
+        self.m, self.block, self.mo, self.mi = m, block, mo, mi
+
+    def _of_m(self, e) -> bool:
+        return e.a is self.m and isinstance(e.b, IntImm) and e.b.value == self.block
+
+    def visit_FloorDiv(self, e: FloorDiv) -> PrimExpr:
+        return self.mo if self._of_m(e) else self.generic_mutate(e)
+
+    def visit_FloorMod(self, e: FloorMod) -> PrimExpr:
+        return self.mi if self._of_m(e) else self.generic_mutate(e)
+
+    def visit_Reduce(self, e: Reduce) -> PrimExpr:
+        return self.generic_mutate(e)
+
+
+def channels_last(s: Schedule, reduction: Stage, block: int) -> Stage:
+    """Make `reduction` (a 4-D window reduction (n, m, oh, ow) whose channels `block` divides)
+    a copy out of a new reduction stage (returned, placed before it) computing the same sums
+    as `[n, m // block, oh, ow, m % block]`. The copy stage is the reduction's old stage, with
+    its old operation's identity replaced."""
+    red: ComputeOp = reduction.op
+    body: Reduce = red.body
+    n_iv, m_iv, oh_iv, ow_iv = red.axis
+    channels = int(m_iv.dom.extent.value)
+    if channels % block:
+        raise ValueError(f"channels_last: block {block} does not divide {channels} channels")
+    kind = n_iv.kind
+    axes = (
+        IterVar(Var(n_iv.name), n_iv.dom, kind),
+        IterVar(Var("mo"), Range(IntImm(0), IntImm(channels // block)), kind),
+        IterVar(Var(oh_iv.name), oh_iv.dom, kind),
+        IterVar(Var(ow_iv.name), ow_iv.dom, kind),
+        IterVar(Var("mi"), Range(IntImm(0), IntImm(block)), kind),
+    )
+    n, mo, oh, ow, mi = (iv.var for iv in axes)
+    raxes = tuple(IterVar(Var(iv.name), iv.dom, iv.kind) for iv in red.reduce_axis)
+    mapping = {n_iv.var: n, m_iv.var: mo * block + mi, oh_iv.var: oh, ow_iv.var: ow}
+    mapping.update({old.var: new.var for old, new in zip(red.reduce_axis, raxes)})
+    split = _SplitChannel(m_iv.var, block, mo, mi)
+    lanes_body = Reduce(
+        body.combiner,
+        substitute(split.visit(body.source), mapping),
+        raxes,
+        substitute(split.visit(body.condition), mapping),
+        body.init,
+    )
+    lanes_op = ComputeOp(f"{red.name}.lanes", axes, lanes_body, red.tag, red.attrs)
+    lanes_stage = Stage(lanes_op, s, is_output=False)
+    s.stages.insert(s.stages.index(reduction), lanes_stage)
+    a, m, r, c = (iv.var for iv in red.axis)
+    load = ProducerLoad(lanes_op.output(0), (a, floordiv(m, block), r, c, floormod(m, block)))
+    out_op = red.with_body(load)
+    reduction.op = out_op
+    reduction.all_iter_vars = list(out_op.axis)
+    reduction.leaf_iter_vars = list(out_op.axis)
+    if reduction.is_output:
+        s.outputs = [out_op if o is red else o for o in s.outputs]
+    s._replace_dataflow({red: out_op})
+    return lanes_stage
+
+
+__all__ = ["channels_last"]
