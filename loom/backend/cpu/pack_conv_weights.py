@@ -39,6 +39,8 @@ from loom.backend.cpu.dense_tiles import VectorUnit
 from loom.graph.ir import Graph, Node
 from loom.graph.ops import OPERATORS
 from loom.graph.ops.nn import WEIGHT_BLOCK, block_weights
+from loom.graph.passes.eliminate_dead import eliminate_dead
+from loom.graph.passes.pack_weights import fresh_name, taken_names
 from loom.te.operation import placeholder
 from loom.te.schedule import create_schedule
 from loom.te.tensor import ComputeOp, Reduce
@@ -115,19 +117,11 @@ def _block(node: Node, graph: Graph, target) -> int | None:
     return block
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    candidate, k = name, 1
-    while candidate in taken:
-        candidate, k = f"{name}.{k}", k + 1
-    taken.add(candidate)
-    return candidate
-
-
 def pack_conv_weights(graph: Graph, target=None) -> Graph:
     """`graph` with each Conv of constant weights reading them in blocks of its tile's output
     channels (`loom.weight_block`), for `target` (None: this machine's CPU)."""
     constants = dict(graph.constants)
-    taken = {*graph.inputs, *constants, *graph.types, *(v for n in graph.nodes for v in n.outputs)}
+    taken = taken_names(graph)
     packed: dict[tuple[str, int], str] = {}  # (weights, block) -> the packed constant
     nodes: list[Node] = []
     for node in graph.nodes:
@@ -137,15 +131,13 @@ def pack_conv_weights(graph: Graph, target=None) -> Graph:
             continue
         w = node.inputs[1]
         if (w, block) not in packed:
-            packed[w, block] = _fresh(f"{w}.blocked{block}", taken)
+            packed[w, block] = fresh_name(f"{w}.blocked{block}", taken)
             constants[packed[w, block]] = block_weights(constants[w], block)
         inputs = (node.inputs[0], packed[w, block], *node.inputs[2:])
         nodes.append(node.replace(inputs=inputs, attrs={**node.attrs, WEIGHT_BLOCK: block}))
     if not packed:
         return graph
-    read = {*graph.outputs, *(v for n in nodes for v in n.inputs)}
-    constants = {k: v for k, v in constants.items() if k in read}
-    return graph.with_nodes(nodes, constants)
+    return eliminate_dead(graph.with_nodes(nodes, constants))  # the unpacked weights, if unread
 
 
 __all__ = ["MAX_FILTER_BYTES", "HostCPU", "conv_channel_tile", "host_cpu", "pack_conv_weights"]

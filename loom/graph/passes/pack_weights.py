@@ -18,10 +18,17 @@ import numpy as np
 from loom.graph.ir import Graph, Node
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    candidate, k = f"{name}.transposed", 1
+def taken_names(graph: Graph) -> set[str]:
+    """Every value name of `graph`: its inputs, constants, typed values and node outputs."""
+    outputs = (v for n in graph.nodes for v in n.outputs)
+    return {*graph.inputs, *graph.constants, *graph.types, *outputs}
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name.k` for the first k that makes it new; added to `taken`."""
+    candidate, k = name, 1
     while candidate in taken:
-        candidate, k = f"{name}.transposed.{k}", k + 1
+        candidate, k = f"{name}.{k}", k + 1
     taken.add(candidate)
     return candidate
 
@@ -29,7 +36,7 @@ def _fresh(name: str, taken: set[str]) -> str:
 def pack_weights(graph: Graph) -> Graph:
     """`graph` with every Gemm(transB=1) of a constant B reading B's transpose, transB=0."""
     constants = dict(graph.constants)
-    taken = {*graph.inputs, *constants, *graph.types, *(v for n in graph.nodes for v in n.outputs)}
+    taken = taken_names(graph)
     transposed: dict[str, str] = {}  # a constant -> its transpose (shared by its readers)
     nodes: list[Node] = []
     for node in graph.nodes:
@@ -38,7 +45,7 @@ def pack_weights(graph: Graph) -> Graph:
             nodes.append(node)
             continue
         if b not in transposed:
-            transposed[b] = _fresh(b, taken)
+            transposed[b] = fresh_name(f"{b}.transposed", taken)
             constants[transposed[b]] = np.ascontiguousarray(constants[b].T)
         attrs = {k: v for k, v in node.attrs.items() if k != "transB"}
         inputs = (node.inputs[0], transposed[b], *node.inputs[2:])
@@ -48,4 +55,4 @@ def pack_weights(graph: Graph) -> Graph:
     return graph.with_nodes(nodes, constants)
 
 
-__all__ = ["pack_weights"]
+__all__ = ["fresh_name", "pack_weights", "taken_names"]
