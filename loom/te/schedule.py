@@ -359,6 +359,22 @@ class Schedule:
                     frontier.append(r)
         return False
 
+    def replace_op(self, stage: Stage, op: ComputeOp) -> None:
+        """Give `stage` the operation `op` (its output's shape and dtype) and make every reader
+        of its old operation read `op`. When `op` has loops of its own (not the old operation's
+        iteration variables), the stage's loops become them, unscheduled: a schedule replaces a
+        stage's rule before scheduling it (operator schedules rebuilding a convolution's stages,
+        cache_write)."""
+        old = stage.op
+        stage.op = op
+        roots, old_roots = op.root_iter_vars, old.root_iter_vars
+        if len(roots) != len(old_roots) or any(a is not b for a, b in zip(roots, old_roots)):
+            stage.all_iter_vars = list(roots)
+            stage.leaf_iter_vars = list(roots)
+        if stage.is_output:
+            self.outputs = [op if o is old else o for o in self.outputs]
+        self._replace_dataflow({old: op})
+
     def _replace_dataflow(
         self,
         mapping: dict[Operation, Operation],
@@ -443,12 +459,7 @@ class Schedule:
         cache_stage.scope = scope
         self.stages.insert(self.stages.index(stage), cache_stage)
         copy_op = op.with_body(ProducerLoad(cache_op.output(0), tuple(iv.var for iv in op.axis)))
-        stage.op = copy_op
-        stage.all_iter_vars = list(copy_op.axis)
-        stage.leaf_iter_vars = list(copy_op.axis)
-        if stage.is_output:
-            self.outputs = [copy_op if o is op else o for o in self.outputs]
-        self._replace_dataflow({op: copy_op})
+        self.replace_op(stage, copy_op)
         return cache_op.output(0)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:

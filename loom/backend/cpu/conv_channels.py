@@ -17,7 +17,7 @@ LLVM keeps them in registers. The reduction's stage becomes the copy
 activation), which stores the tile once, its channels vectorized (a strided store: it runs
 once per output element, the tile 9 * I multiply-adds per element).
 
-Stages are built as conv_flat.py does (`Schedule._replace_dataflow`).
+Stages are built as conv_flat.py does (`Schedule.replace_op`).
 """
 
 from __future__ import annotations
@@ -85,13 +85,7 @@ def channels_last(s: Schedule, reduction: Stage, block: int) -> Stage:
     s.stages.insert(s.stages.index(reduction), lanes_stage)
     a, m, r, c = (iv.var for iv in red.axis)
     load = ProducerLoad(lanes_op.output(0), (a, floordiv(m, block), r, c, floormod(m, block)))
-    out_op = red.with_body(load)
-    reduction.op = out_op
-    reduction.all_iter_vars = list(out_op.axis)
-    reduction.leaf_iter_vars = list(out_op.axis)
-    if reduction.is_output:
-        s.outputs = [out_op if o is red else o for o in s.outputs]
-    s._replace_dataflow({red: out_op})
+    s.replace_op(reduction, red.with_body(load))
     return lanes_stage
 
 

@@ -20,7 +20,7 @@ j*sw + b]`, those it reads) instead: each phase a plane of rows `S` long, `S` th
 width and the window's reach in the phase (no zero columns are shared there), read at
 `q + (kh // sh) * S + kw // sw` in the plane of phase `(kh % sh, kw % sw)`.
 
-Stages are built here as conv_widen.py does (`Schedule._replace_dataflow`): the data's copy
+Stages are built here as conv_widen.py does (`Schedule.replace_op`): the data's copy
 `[n, c, r, j] = data[n, c, r, j]` (j < S, zero past the data's last row), the grid's reduction,
 which reads it at `[n, c, (q + off) // S, (q + off) % S]` (the simplifier merges the row and
 column back into one contiguous offset), and the reduction's stage becomes the copy
@@ -248,11 +248,7 @@ def flatten(s: Schedule, reduction: Stage, data: ProducerLoad, g: Grid, lanes: i
     flat_stage = Stage(flat_op, s, is_output=False)
     s.stages[index:index] = [copy_stage, flat_stage]
     n, m, oh, ow = (iv.var for iv in red.axis)
-    out_op = red.with_body(ProducerLoad(flat_op.output(0), (n, m, oh * stride + ow)))
-    reduction.op = out_op
-    reduction.all_iter_vars = list(out_op.axis)
-    reduction.leaf_iter_vars = list(out_op.axis)
-    if reduction.is_output:
-        s.outputs = [out_op if o is red else o for o in s.outputs]
-    s._replace_dataflow({red: out_op})
+    s.replace_op(
+        reduction, red.with_body(ProducerLoad(flat_op.output(0), (n, m, oh * stride + ow)))
+    )
     return flat_stage

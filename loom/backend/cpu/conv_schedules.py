@@ -492,11 +492,7 @@ def _pooling_max(s: Schedule, window: _Window) -> _Window:
     if body.combiner.name != "max" or not red.dtype.is_float or len(_loads(body.source)) != 1:
         return window
     reduce = Reduce(ORDERED_MAX, body.source, body.axis, body.condition, body.init)
-    new = red.with_body(reduce)
-    window.reduction.op = new
-    if window.reduction.is_output:
-        s.outputs = [new if o is red else o for o in s.outputs]
-    s._replace_dataflow({red: new})
+    s.replace_op(window.reduction, red.with_body(reduce))
     return window
 
 

@@ -19,7 +19,7 @@ as fast).
 
 The copy replaces the padded copy the schedule makes anyway. Changing which tensor a stage
 reads is not a schedule primitive: this module builds the new stages itself (as
-`Schedule.cache_read` does) and uses `Schedule._replace_dataflow`.
+`Schedule.cache_read` does) and uses `Schedule.replace_op`.
 """
 
 from __future__ import annotations
@@ -182,9 +182,6 @@ def widen(
         substitute(body.condition, mapping),
         body.init,
     )
-    wide_op = ComputeOp(red.name, axes, wide_body, red.tag, red.attrs)
-    reduction.op = wide_op
-    reduction.all_iter_vars = list(wide_op.root_iter_vars)
-    reduction.leaf_iter_vars = list(wide_op.root_iter_vars)
-    s._replace_dataflow({red: wide_op})  # the epilogue reads the wide rows' first columns
+    # the epilogue reads the wide rows' first columns
+    s.replace_op(reduction, ComputeOp(red.name, axes, wide_body, red.tag, red.attrs))
     return relaid_stage

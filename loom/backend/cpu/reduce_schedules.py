@@ -403,9 +403,9 @@ def _combine_ordered(s: Schedule, m: Stage) -> None:
     """`m` combined with ORDERED_MAX: its rule replaced, its readers made to read it."""
     old: ComputeOp = m.op
     body: Reduce = old.body
-    new = old.with_body(Reduce(ORDERED_MAX, body.source, body.axis, body.condition, body.init))
-    m.op = new
-    s._replace_dataflow({old: new})
+    s.replace_op(
+        m, old.with_body(Reduce(ORDERED_MAX, body.source, body.axis, body.condition, body.init))
+    )
 
 
 # -- scheduling -----------------------------------------------------------------------------------
