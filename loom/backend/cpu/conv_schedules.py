@@ -626,17 +626,9 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
         (None, channels) if tile.channels == tile.lanes else lanes_stage.split(channels, tile.lanes)
     )
     tile_loops = [rows, columns] + ([vectors] if vectors is not None else [])
-    lanes_stage.reorder(*red.reduce_axis, *tile_loops, lane)
-    for loop in tile_loops:
-        lanes_stage.unroll(loop)
-    lanes_stage.vectorize(lane)
-    copies = tile.rows * tile.width * (tile.channels // tile.lanes)
-    for axis in reversed(red.reduce_axis[1:] if len(red.reduce_axis) > 2 else red.reduce_axis):
-        extent = int(axis.dom.extent.value)
-        if copies * extent > MAX_UNROLLED_STEPS:
-            break
-        lanes_stage.unroll(axis)
-        copies *= extent
+    _unroll_tile(
+        lanes_stage, tile_loops, lane, tile.rows * tile.width * (tile.channels // tile.lanes)
+    )
 
 
 def _copy_of(flat: Stage):
@@ -675,11 +667,20 @@ def _schedule_accumulators(reduction: Stage, tile: _Tile) -> None:
     m, *rows, ow = red.axis[1:]  # a flat grid's reduction has no row axis (conv_flat.py)
     vectors, lane = (None, ow) if tile.lanes == tile.width else reduction.split(ow, tile.lanes)
     tile_loops = [m, *rows] + ([vectors] if vectors is not None else [])
+    _unroll_tile(
+        reduction, tile_loops, lane, tile.channels * tile.rows * -(-tile.width // tile.lanes)
+    )
+
+
+def _unroll_tile(reduction: Stage, tile_loops: list, lane, copies: int) -> None:
+    """The reduction loops outside the tile's (`copies` vector updates per step), the tile's
+    loops unrolled, `lane` vectorized, then the kernel window's loops unrolled from the
+    innermost while the unrolled body stays within MAX_UNROLLED_STEPS."""
+    red: ComputeOp = reduction.op
     reduction.reorder(*red.reduce_axis, *tile_loops, lane)
     for loop in tile_loops:
         reduction.unroll(loop)
     reduction.vectorize(lane)
-    copies = tile.channels * tile.rows * -(-tile.width // tile.lanes)
     for axis in reversed(red.reduce_axis[1:] if len(red.reduce_axis) > 2 else red.reduce_axis):
         extent = int(axis.dom.extent.value)
         if copies * extent > MAX_UNROLLED_STEPS:
