@@ -64,8 +64,9 @@ def _key(inputs: tuple) -> tuple[str, list] | None:
     # every registry's entries by identity (read without importing the modules that register
     # loom's own entries: a lookup may do that during lowering, making the next key differ once)
     registries = registry.registries()
-    entries = [list(r._items.values()) for r in registries]
-    names = [[r.what, *r._items, *map(id, items)] for r, items in zip(registries, entries)]
+    registered = [r.registered() for r in registries]
+    entries = [list(items.values()) for items in registered]
+    names = [[r.what, *items, *map(id, items.values())] for r, items in zip(registries, registered)]
     state = (ctx.opt_level, ctx.config, sorted(ctx.disabled_pass), names)
     found = process_fingerprint((inputs, state))
     if found is None:

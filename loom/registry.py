@@ -103,6 +103,11 @@ class Registry(Generic[T]):
         self.discover()
         return sorted(self._items)
 
+    def registered(self) -> dict[str, T]:
+        """The entries registered so far, by name, without importing the modules that register
+        loom's own (a copy: for a cache key that must not change by being computed)."""
+        return dict(self._items)
+
     def items(self) -> list[T]:
         """Every item, sorted by name."""
         return [self._items[n] for n in self.names()]
