@@ -3,6 +3,7 @@ lowering (in this process), LLVM and linking (in this process or from the disk),
 never gets the old code, and the cache can be turned off."""
 
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -172,3 +173,39 @@ def test_what_cannot_be_walked_is_not_fingerprinted():
     assert fp.process_fingerprint((Var("x"), abs))[0] == key
     assert fp.process_fingerprint((Var("x"), len))[0] != key
     assert fp.process_fingerprint(object()) is None
+
+
+def _entry_files(folder):
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def test_prune_removes_the_least_recently_used_entries(cache_dir):
+    keys = [compile_cache.key_of("prune", str(i)) for i in range(8)]
+    for i, key in enumerate(keys):
+        compile_cache.put("test-kind", key, bytes(1000))
+        path = cache_dir / "test-kind" / key[:2] / key
+        os.utime(path, (1000 + i, 1000 + i))  # written in order, a second apart
+    compile_cache.clear_memory()
+    assert compile_cache.get("test-kind", keys[0]) is not None  # read: now the newest
+    removed = compile_cache.prune(limit=5000 + 1100)  # > 5 entries: down to 3/4 of the limit
+    left = _entry_files(cache_dir)
+    assert removed == (8 - len(left)) * (1000 + 43)  # each file: header + payload
+    assert keys[0] in left and keys[7] in left
+    assert keys[1] not in left and keys[2] not in left
+    assert sum((cache_dir / "test-kind" / k[:2] / k).stat().st_size for k in left) <= 6100 * 3 // 4
+
+
+def test_writing_prunes_to_loom_cache_max_mb(cache_dir, monkeypatch):
+    monkeypatch.setenv("LOOM_CACHE_MAX_MB", str(20_000 / 2**20))  # 20,000 bytes
+    for i in range(60):
+        compile_cache.put("test-kind", compile_cache.key_of("written", str(i)), bytes(1000))
+    total = sum(p.stat().st_size for p in cache_dir.rglob("*") if p.is_file())
+    assert total <= 20_000 + 20_000 // 16 + 1043  # pruned at least every sixteenth of the room
+    assert compile_cache.get("test-kind", compile_cache.key_of("written", "59")) is not None
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "lots", ""])
+def test_a_bad_loom_cache_max_mb_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setenv("LOOM_CACHE_MAX_MB", value)
+    with pytest.raises(ValueError, match="LOOM_CACHE_MAX_MB must be a positive number"):
+        compile_cache.max_bytes()
