@@ -11,8 +11,11 @@ from loom.ir.buffer import Buffer
 from loom.ir.expr import Call, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import BufferStore, LetStmt
-from loom.ir.visitor import children, visit_each_once
+from loom.ir.visitor import children, node_kinds, visit_each_once
 from loom.transform.lower_parallel import is_task
+
+_ACTIVE = frozenset({BufferStore, LetStmt, Call})
+"""The nodes `written_buffers` acts on: a subtree holding none of them writes nothing."""
 
 
 def written_buffers(
@@ -70,7 +73,8 @@ def written_buffers(
                 walk(arg, read_only=k in read)
             return
         for child in children(n):  # an address computed from another (a cast, an offset)
-            walk(child, read_only)
+            if not _ACTIVE.isdisjoint(node_kinds(child)):  # else nothing under it counts
+                walk(child, read_only)
 
     walk(func.body)
     return written

@@ -136,6 +136,8 @@ class ConstIntBoundAnalyzer:
         self._vars: dict[Var, Range] = {}
         self._cache: dict[PrimExpr, Range] = {}
         self.generation = 0
+        self._snapshot: frozenset = frozenset()
+        self._snapshot_generation = 0
         # exact=True: bounds of the values over Z (no wrapping), for checking that some
         # sub-expression always leaves its dtype (then `always_wraps` becomes True).
         self.exact = exact
@@ -162,6 +164,14 @@ class ConstIntBoundAnalyzer:
 
     def var_range(self, var: Var) -> Range | None:
         return self._vars.get(var)
+
+    def snapshot(self) -> frozenset:
+        """Every variable's bound now, as a value that compares equal exactly when the bounds
+        are the same (kept until they change: it is asked once per simplified expression)."""
+        if self._snapshot_generation != self.generation:
+            self._snapshot = frozenset(self._vars.items())
+            self._snapshot_generation = self.generation
+        return self._snapshot
 
     def push(self, var: Var, rng: Range) -> Range | None:
         """Bind `var` to `rng` for a scope; returns what `pop` needs to restore."""

@@ -54,6 +54,9 @@ from loom.ir.stmt import (
 from loom.ir.visitor import Mutator, substitute, uses_var, visit_each_once
 
 _LEAVES = (IntImm, FloatImm, StringImm)
+_FIXPOINT = "_simplified_under"
+"""Attribute of an IR node that `Analyzer.simplify` returned unchanged: the variables' bounds
+then (ConstIntBoundAnalyzer.snapshot)."""
 _DIVISIONS = (E.Div, E.Mod, FloorDiv, FloorMod)
 _ORDERED = (E.LT, E.LE, E.GT, E.GE)
 # not(a OP b) == (b' OP' a'): the inverse class and whether its operands are swapped
@@ -169,10 +172,20 @@ class Analyzer:
     def simplify(self, e: PrimExpr) -> PrimExpr:
         """An equivalent expression of the same dtype (see the module docstring). A rewrite can
         expose another (a comparison turned into one the bounds decide), so the rules run again
-        until the expression stops changing (three rounds at most)."""
+        until the expression stops changing (three rounds at most).
+
+        An expression found to be its own simplification keeps the variables' bounds of that
+        moment (`_FIXPOINT`): the result depends on nothing else, so asked again under the same
+        bounds (a later pass, another Analyzer) it is returned as is, without a round."""
+        d = getattr(e, "__dict__", None)
+        if d is not None and d.get(_FIXPOINT) == self.bounds.snapshot():
+            return e
         for _ in range(3):
             new = self._expr(e)
             if new == e:
+                d = getattr(e, "__dict__", None)
+                if d is not None:
+                    d[_FIXPOINT] = self.bounds.snapshot()
                 break
             e = new
         return e

@@ -208,6 +208,25 @@ def visit_each_once(node: Any, fn: Callable[[Any], None]) -> None:
     walk(node)
 
 
+def visit_kinds_once(node: Any, kinds: frozenset[type], fn: Callable[[Any], None]) -> None:
+    """`visit_each_once` for the nodes whose class is in `kinds` only: `fn` is called on them,
+    children first, and a subtree holding none of them (`node_kinds`, kept on each node) is
+    not entered. For collectors of statements (loops, lets, allocations) in bodies that are
+    mostly expressions."""
+    seen: set[int] = set()
+
+    def walk(n: Any) -> None:
+        seen.add(id(n))
+        for child in children(n):
+            if id(child) not in seen and not kinds.isdisjoint(node_kinds(child)):
+                walk(child)
+        if type(n) in kinds:
+            fn(n)
+
+    if not kinds.isdisjoint(node_kinds(node)):
+        walk(node)
+
+
 _NO_VARS: frozenset = frozenset()
 
 

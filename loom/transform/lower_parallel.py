@@ -48,7 +48,7 @@ from loom.ir.bound import ConstIntBoundAnalyzer, Range, dtype_range
 from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import PrimExpr, Var
 from loom.ir.function import IRModule, PrimFunc
-from loom.ir.visitor import Mutator, visit_each_once
+from loom.ir.visitor import Mutator, visit_each_once, visit_kinds_once
 from loom.transform.lower_memory import owns_memory
 from loom.transform.pass_infra import Pass, register_pass
 
@@ -123,6 +123,9 @@ def used_vars(node) -> list[Var]:
     return list(found)
 
 
+_BINDERS = frozenset({S.For, S.LetStmt, E.Let, S.Allocate})
+
+
 def bound_vars(node) -> set[Var]:
     """Variables defined inside `node`: loop and let variables, allocated buffers."""
     bound: set[Var] = set()
@@ -132,10 +135,10 @@ def bound_vars(node) -> set[Var]:
             bound.add(n.loop_var)
         elif isinstance(n, S.LetStmt | E.Let):
             bound.add(n.var)
-        elif isinstance(n, S.Allocate):
+        else:
             bound.add(n.buffer.data)
 
-    visit_each_once(node, record)
+    visit_kinds_once(node, _BINDERS, record)
     return bound
 
 
@@ -143,6 +146,9 @@ def captured_vars(body: S.Stmt, loop_var: Var) -> list[Var]:
     """The variables a loop body uses from outside itself, in first-use order."""
     inner = bound_vars(body) | {loop_var}
     return [v for v in used_vars(body) if v not in inner]
+
+
+_OWNERS = frozenset({S.Allocate, S.LetStmt})
 
 
 def distinct_pointers(func: PrimFunc) -> set[Var]:
@@ -154,10 +160,10 @@ def distinct_pointers(func: PrimFunc) -> set[Var]:
     def record(n) -> None:
         if isinstance(n, S.Allocate):
             out.add(n.buffer.data)
-        elif isinstance(n, S.LetStmt) and owns_memory(n):
+        elif owns_memory(n):
             out.add(n.var)
 
-    visit_each_once(func.body, record)
+    visit_kinds_once(func.body, _OWNERS, record)
     return out
 
 
@@ -330,12 +336,14 @@ class _Outline(Mutator):
         return S.Allocate(env, S.seq(*stores, check))
 
 
+_CALLS = frozenset({E.Call})
+
+
 def _extern_names(mod: IRModule) -> set[str]:
     names: set[str] = set()
     for func in mod:
-        visit_each_once(
-            func.body,
-            lambda n: names.add(n.op) if isinstance(n, E.Call) and n.kind != "intrin" else None,
+        visit_kinds_once(
+            func.body, _CALLS, lambda n: names.add(n.op) if n.kind != "intrin" else None
         )
     return names
 

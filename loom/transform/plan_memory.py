@@ -45,7 +45,7 @@ from loom.ir.expr import BufferLoad, Call, CallKind, IntImm, PrimExpr, StringImm
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, For, ForKind, LetStmt, Stmt
-from loom.ir.visitor import Mutator, Visitor, substitute
+from loom.ir.visitor import Mutator, Visitor, node_kinds, substitute
 from loom.memory.planner import Buffer as Block
 from loom.memory.planner import check, plan
 from loom.memory.pool import PINS_ATTR, POOLS_ATTR, Pin, Pool
@@ -155,6 +155,8 @@ class _Clock(Visitor):
     def visit(self, node) -> None:
         if isinstance(node, Stmt):
             self.step += 1
+        elif Call not in node_kinds(node):
+            return  # an expression holds no statement: only its calls count
         super().visit(node)
 
     def visit_Allocate(self, s: Allocate) -> None:

@@ -15,18 +15,22 @@ from loom.errors import LoomError
 from loom.ir.expr import BufferLoad, Call, CallKind
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import Allocate, BufferStore
-from loom.ir.visitor import Visitor, visit_each_once
+from loom.ir.visitor import children, node_kinds, visit_kinds_once
 from loom.memory.scope import Stack
 from loom.transform.lower_memory import device_of, target_of
 from loom.transform.pass_infra import Pass, register_pass
 
 
-class _MemoryChecker(Visitor):
+class _MemoryChecker:
+    """Checks each allocation and access once, in tree order (an unrolled body shares its
+    subtrees: each is checked where it first occurs), entering only subtrees that hold one."""
+
     def __init__(self, func: PrimFunc, device: str):
         self.func = func
         self.device = device
+        self.seen: set[int] = set()
 
-    def visit_Allocate(self, n: Allocate) -> None:
+    def check_allocate(self, n: Allocate) -> None:
         scope = memory.get(n.buffer.scope)
         if not isinstance(scope.strategy, Stack):
             raise LoomError(
@@ -34,9 +38,8 @@ class _MemoryChecker(Visitor):
                 f"{scope.name} is still an Allocate; lower_memory_scopes must run "
                 "before code generation"
             )
-        self.generic_visit(n)
 
-    def access(self, n: BufferLoad | BufferStore, verb: str) -> None:
+    def check_access(self, n: BufferLoad | BufferStore, verb: str) -> None:
         scope = memory.get(n.buffer.scope)
         if not scope.accessible(self.device):
             raise LoomError(
@@ -45,45 +48,58 @@ class _MemoryChecker(Visitor):
                 f"{list(scope.accessible_from)} can access; move data with a pragma rule "
                 "(e.g. mvin/mvout) instead"
             )
-        self.generic_visit(n)
 
-    def visit_BufferLoad(self, n: BufferLoad) -> None:
-        self.access(n, "reads")
-
-    def visit_BufferStore(self, n: BufferStore) -> None:
-        self.access(n, "writes")
-
-    def visit_Call(self, n: Call) -> None:
-        if n.op == "address_of":  # taking an address is not an access
+    def visit(self, n) -> None:
+        t = type(n)
+        if t is Allocate:
+            self.check_allocate(n)
+        elif t is BufferLoad:
+            self.check_access(n, "reads")
+        elif t is BufferStore:
+            self.check_access(n, "writes")
+        elif t is Call and n.op == "address_of":  # taking an address is not an access
             for index in n.args[0].indices:
-                self.visit(index)
+                self.visit_once(index)
             return
-        self.generic_visit(n)
+        for child in children(n):
+            self.visit_once(child)
+
+    def visit_once(self, n) -> None:
+        key = id(n)
+        if key not in self.seen and not _CHECKED.isdisjoint(node_kinds(n)):
+            self.seen.add(key)
+            self.visit(n)
+
+
+_CHECKED = frozenset({Allocate, BufferLoad, BufferStore, Call})
 
 
 def verify_memory_func(func: PrimFunc, device: str) -> None:
-    _MemoryChecker(func, device).visit(func.body)
+    _MemoryChecker(func, device).visit_once(func.body)
+
+
+_CALLS = frozenset({Call})
 
 
 def check_extern_calls_func(
     func: PrimFunc, device: str, functions: frozenset = frozenset()
 ) -> None:
-    def check(n) -> None:
-        if isinstance(n, Call) and n.kind == CallKind.FUNCTION:
+    def check(n: Call) -> None:
+        if n.kind == CallKind.FUNCTION:
             if n.op not in functions:
                 raise LoomError(
                     f"function {func.name} calls function {n.op!r}, which is not in "
                     f"the module (it has {sorted(functions)})"
                 )
             return
-        if isinstance(n, Call) and n.op == "function_address" and n.kind == CallKind.INTRINSIC:
+        if n.op == "function_address" and n.kind == CallKind.INTRINSIC:
             if n.args[0].value not in functions:  # a parallel task's (lower_parallel)
                 raise LoomError(
                     f"function {func.name} takes the address of function {n.args[0].value!r}, "
                     f"which is not in the module (it has {sorted(functions)})"
                 )
             return
-        if not isinstance(n, Call) or n.kind != CallKind.EXTERN:
+        if n.kind != CallKind.EXTERN:
             return
         lib, sym = abi.lookup(n.op, device, func.name)
         got = [str(a.dtype) for a in n.args]
@@ -94,7 +110,7 @@ def check_extern_calls_func(
                 f"with argument types {got}, expected {want}"
             )
 
-    visit_each_once(func.body, check)
+    visit_kinds_once(func.body, _CALLS, check)
 
 
 def _verify(mod: IRModule) -> IRModule:

@@ -531,6 +531,24 @@ def test_loop_with_symbolic_extent_keeps_its_bounds_sound():
     assert simplify_stmt(s) == s
 
 
+def test_an_expression_simplified_once_is_simplified_again_under_other_bounds():
+    # simplify remembers on the node that it is its own simplification, with the bounds of
+    # that moment: the same object under other bounds must be simplified anew
+    a = Var("a")
+    e = fdiv(a, 4)
+    assert simplify(e) is e  # unbounded: stays, and is marked
+    assert simplify(e, {a: IntBound(0, 3)}) == IntImm(0)
+    assert simplify(e, {a: IntBound(4, 7)}) == IntImm(1)
+    an = Analyzer()
+    assert an.simplify(e) is e
+    with an.scope(a, (8, 11)):
+        assert an.simplify(e) == IntImm(2)
+    assert an.simplify(e) is e
+    # one object in two loops of different extents (an unrolled body shares its subtrees)
+    s = seq(loop(a, 4, store(e)), loop(a, 8, store(e)))
+    assert simplify_stmt(s) == seq(loop(a, 4, store(IntImm(0))), loop(a, 8, store(e)))
+
+
 def test_if_then_else_and_assert():
     a = Var("a")
     assert simplify_stmt(loop(a, 8, IfThenElse(a < 8, store(a), store(IntImm(0))))) == loop(

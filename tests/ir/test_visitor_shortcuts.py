@@ -9,8 +9,8 @@ import pytest
 
 from loom.ir import op
 from loom.ir.buffer import decl_buffer
-from loom.ir.expr import Add, IntImm, Mul, Var
-from loom.ir.stmt import AttrStmt, For, seq
+from loom.ir.expr import Add, BufferLoad, IntImm, Mul, Var
+from loom.ir.stmt import AttrStmt, BufferStore, For, seq
 from loom.ir.visitor import (
     Mutator,
     Visitor,
@@ -20,6 +20,7 @@ from loom.ir.visitor import (
     rename_vars,
     substitute,
     visit_each_once,
+    visit_kinds_once,
 )
 
 
@@ -104,6 +105,18 @@ def test_visit_each_once_visits_each_distinct_node_once_in_post_order():
         if not any(n is m for m in first):
             first.append(n)
     assert [id(n) for n in first] == [id(n) for n in once]  # order of first occurrence
+
+
+@pytest.mark.parametrize(
+    "kinds", [{For}, {BufferStore}, {BufferLoad}, {Mul, For}, {AttrStmt}, {BufferLoad, Var}]
+)
+def test_visit_kinds_once_gives_the_nodes_of_those_kinds_visit_each_once_gives(kinds):
+    *_, loop = _body()
+    once, some = [], []
+    visit_each_once(loop, once.append)
+    visit_kinds_once(loop, frozenset(kinds), some.append)
+    assert [id(n) for n in some] == [id(n) for n in once if type(n) in kinds]
+    assert some or kinds == {AttrStmt}
 
 
 def test_node_replace_keeps_the_dataclass_rules():
