@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from loom.abi.dtype import DataType
 from loom.codegen.llvm import vecmath
+from loom.codegen.llvm.loop_hints import no_unroll
 from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
 from loom.errors import LoomError
 from loom.ir import expr as E
@@ -812,10 +813,14 @@ class FunctionCodegen:
                 "loom.transform.pipeline.BUILD, which loom.build runs)"
             )
         lo = self.expr(s.min)
-        self.serial_loop(s.loop_var, lo, self.builder.add(lo, self.expr(s.extent)), s.body)
+        end = self.builder.add(lo, self.expr(s.extent))
+        self.serial_loop(s.loop_var, lo, end, s.body, unroll=not no_unroll(s))
 
-    def serial_loop(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt) -> None:
-        """for var in [begin, end): body."""
+    def serial_loop(
+        self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt, unroll: bool = True
+    ) -> None:
+        """for var in [begin, end): body; `unroll=False` tells LLVM not to unroll it
+        (loop_hints.py)."""
         pre = self.builder.block
         header = self.fn.append_basic_block(f"for.{var.name}")
         body_block = self.fn.append_basic_block(f"for.{var.name}.body")
@@ -832,7 +837,9 @@ class FunctionCodegen:
             self.stmt(body)
         nxt = self.builder.add(i, ir.Constant(i.type, 1))
         i.add_incoming(nxt, self.builder.block)
-        self.builder.branch(header)
+        latch = self.builder.branch(header)
+        if not unroll:
+            latch.set_metadata("llvm.loop", self.mcg.no_unroll_loop_id())
         self.builder.position_at_end(exit_block)
 
     def s_Allocate(self, s: S.Allocate) -> None:
