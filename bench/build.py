@@ -2,18 +2,22 @@
 build (no compile cache), the whole first build, a rebuild of the unchanged kernel (the compile
 cache in memory: lowering, LLVM and linking skipped), and a rebuild from the disk cache alone (as
 in a new process: lowered again, LLVM and linking skipped). Median wall and CPU time.
+`--llvm-passes N` also prints the N LLVM passes that take longest in the first build's
+optimization and code generation (LLVM's -time-passes, summed over each pass's instances).
 
 TVM is not installed here: its figure is the one measured in issue 16 on this machine (35 ms
 for the same matmul's tvm.build), printed as the reference.
 
-    python bench/build.py [--size 1024] [--runs 7]
+    python bench/build.py [--size 1024] [--runs 7] [--llvm-passes 15]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -98,6 +102,35 @@ def staged_build(n: int, stages: Stages) -> None:
     stages.end_run()
 
 
+_TIMING_ROW = re.compile(r"^\s*(?:[\d.]+ \(\s*[\d.]+%\)\s+){3}([\d.]+) \(\s*[\d.]+%\)\s+(.+)$")
+
+
+def llvm_passes(n: int, runs: int) -> tuple[float, list[tuple[str, float]]]:
+    """LLVM's wall time per first build (optimization and code generation) and its passes
+    by time, each summed over its instances (`InstCombinePass #3`), from -time-passes."""
+    target = as_target("llvm")
+    mod = loom.lower(*strategies.matmul(n, n, n), name="matmul", target=target)
+    text = str(generate(mod, target, module_signatures(mod, target.alignment)))
+    llvm.set_option("", "-time-passes")
+    for _ in range(runs):
+        module, tm = emit.optimize(text, target)
+        tm.emit_object(module)
+    report = llvm.report_and_reset_timings()
+    llvm.set_option("", "-time-passes=false")
+    by_pass: collections.Counter[str] = collections.Counter()
+    total = 0.0
+    for line in report.splitlines():
+        m = _TIMING_ROW.match(line)
+        if m is None:
+            continue
+        name, ms = re.sub(r" #\d+$", "", m.group(2).strip()), float(m.group(1)) * 1e3 / runs
+        if name == "Total":
+            total += ms
+        else:
+            by_pass[name] += ms
+    return total, by_pass.most_common()
+
+
 def build(n: int):
     return loom.build(*strategies.matmul(n, n, n), name="matmul")
 
@@ -106,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--llvm-passes", type=int, default=0, metavar="N")
     opts = parser.parse_args()
     n = opts.size
     os.environ["LOOM_KERNEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="loom-bench-build-")
@@ -146,6 +180,14 @@ def main() -> None:
             ]
         ],
     )
+
+    if opts.llvm_passes:
+        total, passes = llvm_passes(n, opts.runs)
+        print(f"\nLLVM passes of a first build (wall ms; all passes: {total:.1f} ms)")
+        common.print_table(
+            ["pass", "ms", "share"],
+            [[name, f"{ms:.2f}", f"{ms / total:.0%}"] for name, ms in passes[: opts.llvm_passes]],
+        )
 
 
 if __name__ == "__main__":
