@@ -144,6 +144,8 @@ CONVS = {
         "Relu",
     ),
     "1x1 flat grid": ((1, 24, 14, 14), (48, 24, 1, 1), {}, False, "Clip"),
+    # the grid is the data's own layout (784 lanes computed, 28 rows of 28): no copy
+    "1x1 flat grid 28x28": ((1, 48, 28, 28), (16, 48, 1, 1), {}, True, None),
     # a 1x1 convolution with a stride reads its subsampled data (conv_widen.py)
     # (16 outputs wide: a 14- or 7-wide output puts its channels in the lanes, conv_channels.py)
     "1x1 stride 2": ((1, 32, 32, 32), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
@@ -183,6 +185,7 @@ FLAT_GRIDS = [
     "flat grid, pads asymmetric, dilated",
     "3x3 stride 2 flat grid",
     "1x1 flat grid",
+    "1x1 flat grid 28x28",
 ]
 
 
@@ -345,9 +348,29 @@ def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
     compiled = loom.compile(conv_model(x, w, floats(w_shape[0]), activation, **attrs))
     updates = reduction_updates(conv_kernel(compiled))
     assert updates and all(st.buffer.name == "conv.sum.flat.local" for st in updates), updates
+    copied = {".flat"} if case != "1x1 flat grid 28x28" else {"x"}  # see the test below
     for st in updates:
         data = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
-        assert data and all(ld.buffer.name.endswith(".flat") for ld in data if ld.dtype.lanes > 1)
+        assert data and all(
+            any(ld.buffer.name.endswith(c) for c in copied) for ld in data if ld.dtype.lanes > 1
+        ), [ld.buffer.name for ld in data]
+
+
+@pytest.mark.parametrize("case, copied", [("1x1 flat grid 28x28", False), ("1x1 flat grid", True)])
+def test_a_grid_laid_out_as_the_data_reads_the_data_itself(case, copied):
+    """A 1x1 convolution without padding whose computed lanes stay inside the data (28x28:
+    784 lanes, whole tiles) reads its argument; at 14x14 (196 outputs, 200 lanes computed)
+    the grid reads past the data's last row, from a copy with zero rows."""
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x, w = floats(*x_shape), floats(*w_shape)
+    m = conv_model(x, w, floats(w_shape[0]) if bias else None, activation, **attrs)
+    compiled = compiled_matches_onnxruntime(m, x)
+    func = next(f for f in compiled.lowered.module if f.name in compiled.kernels)
+    buffers = set()
+    post_order_visit(
+        func.body, lambda n: buffers.add(n.buffer.name) if isinstance(n, BufferStore) else None
+    )
+    assert any(name.endswith("x.flat") for name in buffers) == copied, buffers
 
 
 @pytest.mark.parametrize("case", CHANNEL_TILES)
