@@ -69,8 +69,17 @@ def _compile_time_only(graph: Graph) -> set[str]:
         op = OPERATORS.get(node.op)
         for k, v in enumerate(node.inputs):
             if v:
-                (as_constant if k in op.constant_inputs else as_data).add(v)
+                (as_constant if _given_as_value(op, k, v, graph) else as_data).add(v)
     return as_constant - as_data
+
+
+def _given_as_value(op, k: int, v: str, graph: Graph) -> bool:
+    """Whether input `k` (value `v`) of a node of `op` reaches its compute as a constant's value
+    rather than a tensor: a constant input, or a scalar input that is a one-element constant."""
+    if k in op.constant_inputs:
+        return True
+    value = graph.constants.get(v) if k in op.scalar_inputs else None
+    return value is not None and value.size == 1
 
 
 def _all_nodes(graph: Graph):
@@ -92,7 +101,8 @@ def _tensors_of(node: Node, graph: Graph, typed: Graph, env: dict[str, Tensor]) 
             "folded to a constant (run fold_constants)"
         )
     tensors = [
-        None if not v or k in op.constant_inputs else env[v] for k, v in enumerate(node.inputs)
+        None if not v or _given_as_value(op, k, v, graph) else env[v]
+        for k, v in enumerate(node.inputs)
     ]
     consts = [graph.constants.get(v) if v else None for v in node.inputs]
     out_types = [typed.type_of(v) for v in node.outputs]

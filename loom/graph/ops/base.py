@@ -57,8 +57,9 @@ ComputeFn = Callable[
     Sequence[Tensor],
 ]
 """(node, input tensors, constant input values or None, output types) -> output tensors. The
-tensor of an absent optional input, or of an input in `Operator.constant_inputs` (whose value is
-in the constants), is None."""
+tensor of an absent optional input, of an input in `Operator.constant_inputs` (whose value is
+in the constants), or of an input in `Operator.scalar_inputs` that is a one-element constant,
+is None."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +74,11 @@ class Operator:
     """What this operator cannot do with the node's attribute values or inputs (None: it can)."""
     constant_inputs: tuple[int, ...] = ()
     """Inputs `compute` needs as constants (a Reshape's shape): non-constant is unsupported."""
+    scalar_inputs: tuple[int, ...] = ()
+    """Inputs `compute` takes as an immediate value when they are a one-element constant (a
+    Clip's bounds): the kernel then compares with a literal that LLVM folds (one `maxps`)
+    instead of loading a tensor argument whose NaN test it cannot drop. A non-constant one
+    stays a tensor."""
     doc: str = ""
 
     def __post_init__(self) -> None:

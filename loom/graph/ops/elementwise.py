@@ -652,8 +652,9 @@ register(
         _clip_infer,
         _clip_evaluate,
         _clip_compute,
+        scalar_inputs=(1, 2),
         doc="min(max(x, min), max): max wins when min > max; NaN stays NaN. min and max are "
-        "optional scalar inputs, constants or not.",
+        "optional scalar inputs, constants or not (constants become literals of the kernel).",
     )
 )
 
