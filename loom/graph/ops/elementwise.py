@@ -220,8 +220,21 @@ def _elementwise(
         return [np.asarray(out, dtype=np.bool_ if to_bool else given[0].dtype)]
 
     pattern = Pattern.ELEMWISE if high == 1 else Pattern.BROADCAST
+    # a one-element constant operand (x / 8, x + 1e-5) becomes a literal of the kernel: LLVM
+    # folds it instead of loading and broadcasting a tensor argument per vector
+    scalars = tuple(range(high)) if high is not None and high > 1 else ()
     return register(
-        Operator(name, pattern, infer, evaluate, _kernel(expr_fn), attrs, check, doc=doc)
+        Operator(
+            name,
+            pattern,
+            infer,
+            evaluate,
+            _kernel(expr_fn),
+            attrs,
+            check,
+            scalar_inputs=scalars,
+            doc=doc,
+        )
     )
 
 
