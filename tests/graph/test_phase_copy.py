@@ -10,6 +10,7 @@ import pytest
 
 import loom
 from loom.backend.cpu import conv_schedules
+from loom.ir.expr import BufferLoad, Call, Min, Select, Var
 from loom.ir.stmt import Allocate, BufferStore, For, ForKind
 from loom.ir.visitor import post_order_visit
 
@@ -200,3 +201,66 @@ def test_a_small_stack_limit_keeps_the_copy_on_the_heap():
     got = small(x=x)["out"]
     session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def copy_stores(compiled):
+    """The values stored into the phase copy of the convolution's kernel (before the
+    target's passes)."""
+    func = next(f for f in compiled.lowered.module if f.name in compiled.kernels)
+    found = []
+    post_order_visit(
+        func.body,
+        lambda n: (
+            found.append(n.value)
+            if isinstance(n, BufferStore) and n.buffer.name.endswith(".phases")
+            else None
+        ),
+    )
+    return found
+
+
+def test_the_copys_padding_rows_are_a_select_and_its_loads_guarded_by_columns_only():
+    """conv_widen._read: the row conditions of the padding (h >= 1) leave the lazy guard of
+    the data's load for a select; the row index is clamped into the data."""
+    x = floats(1, 8, 30, 30)
+    compiled = matches_onnxruntime(depthwise(x, 3, "Clip", strides=[2, 2], pads=[1] * 4), x)
+    (value,) = copy_stores(compiled)
+    selects, guards, loads = [], [], []
+
+    def record(n):
+        if isinstance(n, Select):
+            selects.append(n)
+        elif isinstance(n, Call) and n.op == "if_then_else":
+            guards.append(n)
+        elif isinstance(n, BufferLoad) and n.buffer.name == "x":
+            loads.append(n)
+
+    post_order_visit(value, record)
+    assert selects and any(_reads_var(s.condition, "h") for s in selects), value
+    assert guards and not any(_reads_var(g.args[0], "h") for g in guards), value
+    assert loads and all(
+        any(isinstance(i, Min) for i in _subexpressions(ld.indices)) for ld in loads
+    ), loads
+
+
+def _subexpressions(indices):
+    found = []
+    for index in indices:
+        post_order_visit(index, found.append)
+    return found
+
+
+def _reads_var(e, name):
+    return any(isinstance(n, Var) and n.name == name for n in _subexpressions([e]))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_inf_and_nan_in_the_first_and_last_rows_do_not_leak_into_the_padding(stride):
+    """The clamped row index reads the data's first or last row where the padding is: the
+    select must drop it (inf * 0 would be NaN)."""
+    x = floats(1, 6, 28, 28)
+    x[0, :, 0, ::3] = np.inf
+    x[0, :, -1, 1::3] = -np.inf
+    x[0, :, 0, 2::5] = np.nan
+    x[0, 2, -1, :] = np.nan
+    matches_onnxruntime(depthwise(x, 3, None, strides=[stride, stride], pads=[1] * 4), x)
