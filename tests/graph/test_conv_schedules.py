@@ -146,6 +146,10 @@ CONVS = {
     "1x1 flat grid": ((1, 24, 14, 14), (48, 24, 1, 1), {}, False, "Clip"),
     # the grid is the data's own layout (784 lanes computed, 28 rows of 28): no copy
     "1x1 flat grid 28x28": ((1, 48, 28, 28), (16, 48, 1, 1), {}, True, None),
+    # more input channels than outputs: the grid reads the data, its rows past the data's
+    # last read as zeros (masked), no copy
+    "1x1 flat grid 14x14, more inputs": ((1, 48, 14, 14), (24, 48, 1, 1), {}, True, "Clip"),
+    "1x1 flat grid 13x13, two images": ((2, 40, 13, 13), (16, 40, 1, 1), {}, False, None),
     # a 1x1 convolution with a stride reads its subsampled data (conv_widen.py)
     # (16 outputs wide: a 14- or 7-wide output puts its channels in the lanes, conv_channels.py)
     "1x1 stride 2": ((1, 32, 32, 32), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
@@ -186,7 +190,12 @@ FLAT_GRIDS = [
     "3x3 stride 2 flat grid",
     "1x1 flat grid",
     "1x1 flat grid 28x28",
+    "1x1 flat grid 14x14, more inputs",
+    "1x1 flat grid 13x13, two images",
 ]
+MASKED_TAIL = ("1x1 flat grid 14x14, more inputs", "1x1 flat grid 13x13, two images")
+"""Grids that read their data past its last row as zeros: `test_a_grid_laid_out_as_the_data_
+reads_the_data_itself`."""
 
 
 @pytest.mark.parametrize("case", list(CONVS))
@@ -280,7 +289,7 @@ def loads_in(e) -> list[BufferLoad]:
         "depthwise 3x3",
         "stem 7x7 stride 2",
         "7x7, half registers",
-        *FLAT_GRIDS,
+        *(case for case in FLAT_GRIDS if case not in MASKED_TAIL),
         "1x1 stride 2",
     ],
 )
@@ -348,7 +357,7 @@ def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
     compiled = loom.compile(conv_model(x, w, floats(w_shape[0]), activation, **attrs))
     updates = reduction_updates(conv_kernel(compiled))
     assert updates and all(st.buffer.name == "conv.sum.flat.local" for st in updates), updates
-    copied = {".flat"} if case != "1x1 flat grid 28x28" else {"x"}  # see the test below
+    copied = {".flat"} if case not in READ_AS_IS else {"x"}  # see the test below
     for st in updates:
         data = [ld for ld in loads_in(st.value) if ld.buffer is not st.buffer]
         assert data and all(
@@ -356,11 +365,22 @@ def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
         ), [ld.buffer.name for ld in data]
 
 
-@pytest.mark.parametrize("case, copied", [("1x1 flat grid 28x28", False), ("1x1 flat grid", True)])
+READ_AS_IS = (
+    "1x1 flat grid 28x28",
+    "1x1 flat grid 14x14, more inputs",
+    "1x1 flat grid 13x13, two images",
+)
+
+
+@pytest.mark.parametrize(
+    "case, copied", [(case, False) for case in READ_AS_IS] + [("1x1 flat grid", True)]
+)
 def test_a_grid_laid_out_as_the_data_reads_the_data_itself(case, copied):
     """A 1x1 convolution without padding whose computed lanes stay inside the data (28x28:
-    784 lanes, whole tiles) reads its argument; at 14x14 (196 outputs, 200 lanes computed)
-    the grid reads past the data's last row, from a copy with zero rows."""
+    784 lanes, whole tiles) reads its argument; so does one whose grid reads past the data's
+    last row (14x14: 196 outputs, 200 lanes computed) when the data has at least as many
+    channels as the output (the lanes past it read as zeros); with fewer (24 -> 48), from a
+    copy with zero rows."""
     x_shape, w_shape, attrs, bias, activation = CONVS[case]
     x, w = floats(*x_shape), floats(*w_shape)
     m = conv_model(x, w, floats(w_shape[0]) if bias else None, activation, **attrs)
@@ -371,6 +391,15 @@ def test_a_grid_laid_out_as_the_data_reads_the_data_itself(case, copied):
         func.body, lambda n: buffers.add(n.buffer.name) if isinstance(n, BufferStore) else None
     )
     assert any(name.endswith("x.flat") for name in buffers) == copied, buffers
+    # the data is read by whole contiguous vectors (masked past its last row), not gathered
+    data = [
+        ld
+        for st in reduction_updates(conv_kernel(compiled))
+        for ld in loads_in(st.value)
+        if ld.dtype.lanes > 1 and ld.buffer is not st.buffer
+    ]
+    assert data and all(isinstance(ld.indices[0], Ramp) for ld in data), data
+    assert any(ld.predicate is not None for ld in data) == (case in MASKED_TAIL), data
 
 
 @pytest.mark.parametrize("case", CHANNEL_TILES)

@@ -15,9 +15,11 @@ of the reduction loads `vectors` input vectors (contiguous: `q + kh * S + kw`) a
 one weight per channel, as conv_schedules.py's tile of one row. The grid is computed into a
 buffer of its own (`.flat`), which the epilogue then reads row by row, contiguously. When the
 data is a kernel argument already laid out as the grid (a 1x1 convolution without padding,
-S its width, its computed lanes within its rows: 28x28, not 14x14's 200 lanes for 196), the
-grid reads it as it is (`_laid_out_as_grid`): its copy cost mobilenet_v2's 192 -> 32 at 28x28
-15 % of its time.
+S its width), the grid reads it as it is (`_laid_out_as_grid`): its copy cost mobilenet_v2's
+192 -> 32 at 28x28 15 % of its time. Computed lanes past the data's last row (14x14: 200
+lanes for 196) are read as zeros, `q < H * S ? data : 0` (only the last vector's loads
+masked), when the data has at least as many channels as the output (the copy with zero rows
+cost mobilenet_v2's 576 -> 96 and 384 -> 64 at 14x14 3-5 % of their time).
 
 With a stride, the window reads the data's phases (`[c, a, b, r, j] = data[c, r*sh + a,
 j*sw + b]`, those it reads) instead: each phase a plane of rows `S` long, `S` the output's
@@ -159,8 +161,11 @@ class _ReadFlat(Mutator):
     """Reads of `narrow` become reads of its flat copy: of the window's phase plane (with a
     stride) at `(q + off) // S, (q + off) % S`."""
 
-    def __init__(self, narrow: Tensor, copy: Tensor, q: Var, g: Grid, offsets):
+    def __init__(
+        self, narrow: Tensor, copy: Tensor, q: Var, g: Grid, offsets, limit: int | None = None
+    ):
         self.narrow, self.copy, self.q, self.g, self.offsets = narrow, copy, q, g, offsets
+        self.limit = limit  # the copy's lanes, when the grid reads past them (zeros there)
 
     def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
         e = self.generic_mutate(e)
@@ -171,7 +176,10 @@ class _ReadFlat(Mutator):
         at = self.q + simplify(floordiv(row, sh) * stride + floordiv(column, sw))
         place = (floordiv(at, stride), floormod(at, stride))
         if (sh, sw) == (1, 1):
-            return ProducerLoad(self.copy, (*e.indices[:2], *place))
+            load = ProducerLoad(self.copy, (*e.indices[:2], *place))
+            if self.limit is None:
+                return load
+            return te.if_then_else(at < self.limit, load, te.const(0, load.dtype))
         phase = tuple(
             simplify(floormod(offset, step)) if count > 1 else IntImm(0)
             for offset, step, (count, _) in zip(self.offsets, (sh, sw), _phases(self.g))
@@ -192,18 +200,21 @@ def _phases(g: Grid) -> tuple[tuple[int, int], tuple[int, int]]:
     )
 
 
-def _laid_out_as_grid(narrow: Tensor, rows: int, g: Grid) -> bool:
+def _laid_out_as_grid(narrow: Tensor, rows: int, g: Grid, outputs: int) -> bool:
     """Whether the grid can read `narrow` itself: a kernel's argument (not a stage computed
-    inline, such as the padding) whose rows are the grid's (no shared zero columns, no stride)
-    and that has all the `rows` the grid reads. A 1x1 convolution without padding whose
-    computed lanes do not pass the output's end (28x28: 784 lanes): the copy was the data
-    itself, 600 KB copied for mobilenet_v2's 192 -> 32 at 28x28."""
+    inline, such as the padding) whose rows are the grid's (no shared zero columns, no
+    stride): a 1x1 convolution without padding, whose copy was the data itself (600 KB copied
+    for mobilenet_v2's 192 -> 32 at 28x28). When the grid reads `rows` past the data's
+    height, those are read as zeros (`_ReadFlat`'s limit: its last vector's loads masked),
+    which pays only when the data has at least as many channels as the `outputs`: measured
+    on mobilenet_v2's 1x1 convolutions at 14x14, 576 -> 96 and 384 -> 64 3-5 % faster so,
+    64 -> 384 and 96 -> 576 3 % slower (their copy is small, their reduction short)."""
     height, width = int(narrow.shape[2]), int(narrow.shape[3])
     return (
         isinstance(narrow.op, PlaceholderOp)
         and g.steps == (1, 1)
         and g.stride == width
-        and rows <= height
+        and (rows <= height or int(narrow.shape[1]) >= outputs)
     )
 
 
@@ -251,7 +262,10 @@ def flatten(s: Schedule, reduction: Stage, data: ProducerLoad, g: Grid, lanes: i
     (sh, sw), stride = g.steps, g.stride
     reach = _largest(g.offsets[0], red) // sh * stride + _largest(g.offsets[1], red) // sw
     rows = -(-(lanes + reach) // stride)
-    copy = narrow if _laid_out_as_grid(narrow, rows, g) else _flat_copy(narrow, rows, g)
+    outputs = int(red.shape[1])
+    copy = narrow if _laid_out_as_grid(narrow, rows, g, outputs) else _flat_copy(narrow, rows, g)
+    height = int(narrow.shape[2])
+    limit = height * stride if copy is narrow and rows > height else None
     n_iv, m_iv = red.axis[:2]
     axes = (
         IterVar(Var(n_iv.name), n_iv.dom, n_iv.kind),
@@ -262,7 +276,7 @@ def flatten(s: Schedule, reduction: Stage, data: ProducerLoad, g: Grid, lanes: i
     mapping = {n_iv.var: axes[0].var, m_iv.var: axes[1].var}
     mapping.update({old.var: new.var for old, new in zip(red.reduce_axis, raxes)})
     offsets = tuple(substitute(o, mapping) for o in g.offsets)
-    source = _ReadFlat(narrow, copy, axes[2].var, g, offsets).visit(body.source)
+    source = _ReadFlat(narrow, copy, axes[2].var, g, offsets, limit).visit(body.source)
     flat_body = Reduce(
         body.combiner,
         substitute(source, mapping),
