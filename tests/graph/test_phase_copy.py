@@ -16,7 +16,9 @@ from loom.ir.visitor import post_order_visit
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
+
+from tests.graph.test_conv_schedules import conv_model, make_model  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -25,32 +27,11 @@ def floats(*shape):
     return RNG.standard_normal(shape).astype("float32")
 
 
-def make_model(nodes, x, initializers):
-    graph = helper.make_graph(
-        nodes,
-        "m",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
-        [helper.make_empty_tensor_value_info("out")],
-        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
-    )
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
-
-
 def depthwise(x, kernel, activation=None, **attrs):
     """A depthwise Conv of `x` with a bias, then `activation` (Clip to [0, 6] or Relu)."""
     channels = x.shape[1]
     w = floats(channels, 1, kernel, kernel) * np.float32(1 / kernel)
-    inits = {"w": w, "b": floats(channels)}
-    out = "conv" if activation else "out"
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], [out], group=channels, **attrs)]
-    if activation == "Clip":
-        inits.update(lo=np.float32(0), hi=np.float32(6))
-        nodes.append(helper.make_node("Clip", ["conv", "lo", "hi"], ["out"]))
-    elif activation:
-        nodes.append(helper.make_node(activation, ["conv"], ["out"]))
-    return make_model(nodes, x, inits)
+    return conv_model(x, w, floats(channels), activation, group=channels, **attrs)
 
 
 def pooling(op, x, **attrs):
