@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loom.errors import ScheduleError
-from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.expr import IntImm, PrimExpr, StringImm, Var
 from loom.ir.op import convert
 from loom.ir.stmt import ForKind
 from loom.ir.visitor import Mutator, substitute
@@ -29,6 +29,7 @@ from loom.te.tensor import (
     Tensor,
 )
 from loom.te.tensorize import TensorIntrin
+from loom.transform.inject_double_buffer import DOUBLE_BUFFER_PRAGMA
 
 
 class AttachType:
@@ -58,7 +59,8 @@ class Stage:
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.loop_kinds: dict[IterVar, ForKind] = {}
-        self.pragmas: dict[IterVar, list[tuple[str, PrimExpr]]] = {}
+        self._pragmas: dict[IterVar, list[tuple[str, PrimExpr]]] = {}
+        self.double_buffered = False
         self.align: dict[int, tuple[int, int]] = {}
         self.tensorized: tuple[IterVar, object] | None = None
         self.rfactored: dict[IterVar, Stage] = {}  # reduction loops moved to an rf stage
@@ -69,6 +71,29 @@ class Stage:
 
     def __repr__(self) -> str:
         return f"Stage({self.name})"
+
+    @property
+    def pragmas(self) -> dict[IterVar, list[tuple[str, PrimExpr]]]:
+        """The pragmas of each loop: those given with `pragma`, and on a loop where a
+        double-buffered stage is computed (compute_at, in whatever order the primitives came),
+        `double_buffer = <that stage's name>`."""
+        marked = [
+            s
+            for s in self.schedule.stages
+            if s.double_buffered and s.attach_type == AttachType.SCOPE and s.attach_stage is self
+        ]
+        if not marked:
+            return self._pragmas
+        merged = {iv: list(p) for iv, p in self._pragmas.items()}
+        for child in marked:
+            merged.setdefault(child.attach_ivar, []).append(
+                (DOUBLE_BUFFER_PRAGMA, StringImm(child.name))
+            )
+        return merged
+
+    @pragmas.setter
+    def pragmas(self, value: dict[IterVar, list[tuple[str, PrimExpr]]]) -> None:
+        self._pragmas = value
 
     # -- checks --------------------------------------------------------------------------------
     def _error(self, message: str) -> ScheduleError:
@@ -209,7 +234,9 @@ class Stage:
         self._check_leaf(ivar, "pragma")
         if not isinstance(key, str) or not key.isidentifier():
             raise self._error(f"pragma key must be an identifier, got {key!r}")
-        self.pragmas.setdefault(ivar, []).append((key, convert(value)))
+        if key == DOUBLE_BUFFER_PRAGMA:
+            raise self._error("pragma 'double_buffer' is set by the double_buffer() primitive")
+        self._pragmas.setdefault(ivar, []).append((key, convert(value)))
 
     def tensorize(self, ivar: IterVar, intrin) -> None:
         """Compute the loops from `ivar` inward with the hardware intrinsic `intrin` (a
@@ -268,6 +295,18 @@ class Stage:
         if not isinstance(scope, str) or not scope:
             raise self._error(f"set_scope takes a non-empty scope name, got {scope!r}")
         self.scope = scope
+
+    def double_buffer(self) -> None:
+        """Give this stage's buffer two copies (TVM's double_buffer): iteration `i` of the loop
+        it is computed at (compute_at) writes and its readers read copy `i % 2`, so filling the
+        next iteration's copy need not wait for the readers of the current one (an
+        accelerator's load queue runs ahead of its compute). The buffer is allocated once,
+        outside that loop, twice its size. At the root the stage keeps one copy (nothing
+        alternates)."""
+        self._require_compute("double_buffer")
+        if self.is_output:
+            raise self._error("double_buffer: an output stage lives in the caller's memory")
+        self.double_buffered = True
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the buffer so that the stride of dimension `axis` is `k * factor + offset`."""
@@ -523,7 +562,7 @@ class Schedule:
         stage.all_iter_vars = [v for v in stage.all_iter_vars if not v.is_reduce] + [combined]
         stage.leaf_iter_vars = [v for v in stage.leaf_iter_vars if not v.is_reduce] + [combined]
         stage.loop_kinds = {v: k for v, k in stage.loop_kinds.items() if not v.is_reduce}
-        stage.pragmas = {v: p for v, p in stage.pragmas.items() if not v.is_reduce}
+        stage.pragmas = {v: p for v, p in stage._pragmas.items() if not v.is_reduce}
         stage.rfactored.update(dict.fromkeys(reduce_loops, rf_stage))
         if stage.is_output:
             self.outputs = [new_op if o is op else o for o in self.outputs]

@@ -9,6 +9,7 @@ import dataclasses
 
 from loom.transform.check_bounds import check_bounds
 from loom.transform.flatten_buffer import flatten_buffer
+from loom.transform.inject_double_buffer import inject_double_buffer
 from loom.transform.legalize import legalize
 from loom.transform.lower_memory import lower_memory_scopes
 from loom.transform.lower_parallel import lower_parallel
@@ -31,6 +32,7 @@ LOWER = [
     simplify,
     check_bounds,  # each N-d access proven in range, a build error, or checked at run time
     flatten_buffer,
+    inject_double_buffer,  # double_buffer(): two copies of a stage's buffer, one per parity
     Phase("flatten"),  # 1-d buffer accesses
     vectorize_loop,
     unroll_loop,
