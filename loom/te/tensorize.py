@@ -170,12 +170,22 @@ class _Matcher:
             self.same(x, y)
 
 
-def _affine(index: PrimExpr, variables: list[Var]) -> tuple[PrimExpr, list[PrimExpr]]:
+def _affine(
+    index: PrimExpr, variables: list[Var], bounds: Mapping[Var, IntBound] | None = None
+) -> tuple[PrimExpr, list[PrimExpr]]:
+    """(offset, coefficient of each variable) of `index`; `bounds` (the ranges of the loops
+    around and inside the region) let floordiv/floormod by a tile size reduce."""
     zero = {v: IntImm(0, v.dtype) for v in variables}
-    offset = simplify(substitute(index, zero))
+    offset = simplify(substitute(index, zero), bounds)
     coefs = [
-        simplify(substitute(index, {**zero, v: IntImm(1, v.dtype)}) - offset) for v in variables
+        simplify(substitute(index, {**zero, v: IntImm(1, v.dtype)}) - offset, bounds)
+        for v in variables
     ]
+    rebuilt = offset
+    for v, c in zip(variables, coefs):
+        rebuilt = rebuilt + v * c
+    if simplify(index - rebuilt, bounds) != IntImm(0, index.dtype):  # e.g. floordiv(v, 8)
+        return offset, [index] * len(variables)  # not affine: no constant coefficients
     return offset, coefs
 
 
@@ -222,11 +232,11 @@ def match_region(
     m.body(stage_body)
     variables = [leaf.var for leaf in inner]
     names = [pairs[leaf].name for leaf in inner]
+    ranges = {**(outer_bounds or {}), **{v.var: IntBound(0, extents[v] - 1) for v in inner}}
 
     def region(load: ProducerLoad | None, ipattern: dict[str, int], what: str) -> Region:
         buf, index = flat_access(load)
-        offset, coefs = _affine(index, variables)
-        offset = simplify(offset, outer_bounds)
+        offset, coefs = _affine(index, variables, ranges)
         strides = {}
         for name, c in zip(names, coefs):
             if not isinstance(c, IntImm):
