@@ -1,7 +1,9 @@
 """int8 matmul with bias, requantization and ReLU on the reference NPU (docs/npu.md), run on
 its simulator: the NPU backend's strategy, the generated C (constant scratchpad and accumulator
 addresses, one instruction call per step), the result against a numpy integer reference, and
-the simulator's counters with the array's utilization.
+the simulator's counters: cycles with the load, execute and store queues overlapping beside
+the serialized count, the array's utilization, the bytes read against the minimum, and how
+busy each queue is. (bench/npu.py prints the same for several matmuls and convolutions.)
 
 Run: python examples/npu_matmul.py [M N K]   (default 256 256 256)
 """
@@ -61,12 +63,32 @@ def run(m: int = 256, n: int = 256, k: int = 256, show_source: bool = True) -> b
     ok = np.array_equal(c, reference(a, b, bias, MULTIPLIER, SHIFT, RELU))
     print(f"--- simulator: {'matches' if ok else 'DOES NOT MATCH'} the numpy integer reference")
     print("counters: " + ", ".join(f"{name} {value}" for name, value in counters.items()))
+    print_figures(counters, macs=m * n * k, min_bytes=m * k + k * n + 4 * n)
+    return ok
+
+
+def print_figures(counters: dict[str, int], macs: int, min_bytes: int) -> None:
+    """The timing model's figures (docs/npu.md, "Cycle model") for a problem of `macs`
+    multiply-accumulates whose operands are `min_bytes` bytes."""
+    cycles, serial = counters["cycles"], counters["serial_cycles"]
+    print(
+        f"cycles {cycles} with the load, execute and store queues overlapping; "
+        f"{serial} serialized ({serial / max(cycles, 1):.2f}x)"
+    )
     print(
         f"array utilization {npu_sim.utilization(counters):.1%} "
-        f"({counters['macs']} MACs in {counters['cycles']} cycles on "
-        f"{npu_sim.DIM}x{npu_sim.DIM} PEs)\n"
+        f"({counters['macs']} MACs in {cycles} cycles on {npu_sim.DIM}x{npu_sim.DIM} PEs); "
+        f"useful {npu_sim.utilization(counters, macs=macs):.1%} (the problem's {macs} MACs)"
     )
-    return ok
+    print(
+        f"bytes read {counters['bytes_in']}, minimum {min_bytes} (each operand once): "
+        f"{counters['bytes_in'] / min_bytes:.2f}x"
+    )
+    busy = ", ".join(
+        f"{queue} {counters[queue + '_busy']} ({counters[queue + '_busy'] / max(cycles, 1):.0%})"
+        for queue in ("load", "execute", "store")
+    )
+    print(f"busy cycles per queue: {busy}\n")
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """The examples `make demo` runs: every one matches its numpy reference, on the host and on the
 simulated devices."""
 
+import re
 import subprocess
 import sys
 
@@ -37,6 +38,10 @@ def test_npu_example_prints_utilization_for_a_shape_not_a_multiple_of_dim():
     ).stdout
     assert "matches the numpy integer reference" in out
     assert "array utilization" in out and "void *const acc = " in out
+    cycles, serial = map(int, re.search(r"cycles (\d+) with .*?; (\d+) serialized", out).groups())
+    assert 0 < cycles <= serial
+    assert f"minimum {40 * 70 + 70 * 24 + 4 * 24} (each operand once)" in out
+    assert "busy cycles per queue: load " in out
 
 
 def test_int8_model_example_splits_the_model_and_matches_its_integer_reference():

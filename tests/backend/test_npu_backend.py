@@ -155,44 +155,66 @@ def test_backend_pass_receives_host_function_and_kernels():
 
 def expected_matmul_counters(m, n, k):
     """The counters the cycle model of docs/npu.md gives for the matmul strategy's instruction
-    stream (all sizes multiples of DIM): per output tile a bias mvin, then per k tile an mvin
-    of A and of B, a preload and a compute, then one mvout."""
+    stream (all sizes multiples of DIM, A in one block of m rows): each DIM-column slice of A
+    once (config_ld + mvin of m rows); per DIM-column tile of C a broadcast bias mvin into m
+    accumulator rows, then per DIM x DIM tile of B an mvin of it, a preload and a compute
+    streaming all m rows, then one mvout of m rows. `serial_cycles` is the sum of the costs."""
     bw, load, store = npu_sim.BANDWIDTH, npu_sim.LOAD_LATENCY, npu_sim.STORE_LATENCY
-    tiles, ktiles = (m // DIM) * (n // DIM), k // DIM
-    mvin_tile = load + -(-DIM * DIM // bw)  # DIM rows of DIM int8
-    mvin_bias = load + -(-DIM * DIM * 4 // bw)  # DIM rows of DIM int32
-    per_k = 2 * (1 + mvin_tile) + DIM + (DIM + DIM - 1)  # config_ld+mvin twice, preload, compute
-    per_tile = (1 + mvin_bias) + ktiles * per_k + (1 + store + -(-DIM * DIM // bw))
+    ntiles, ktiles = n // DIM, k // DIM
+    mvin_a = load + -(-m * DIM // bw)  # m rows of DIM int8
+    mvin_bias = load + -(-DIM * 4 // bw) + m - 1  # one DRAM row, m accumulator rows
+    mvin_b = load + -(-DIM * DIM // bw)
+    per_k = (1 + mvin_b) + DIM + (m + DIM - 1)  # config_ld + mvin, preload, compute
+    per_tile = (1 + mvin_bias) + ktiles * per_k + (1 + store + -(-m * DIM // bw))
     return {
-        "cycles": tiles * per_tile,
+        "serial_cycles": ktiles * (1 + mvin_a) + ntiles * per_tile,
+        "execute_busy": ntiles * ktiles * m,  # rows streamed into the array
         "macs": m * n * k,
-        "mvin": tiles * (1 + 2 * ktiles),
-        "mvout": tiles,
-        "preload": tiles * ktiles,
-        "compute": tiles * ktiles,
-        "config": tiles * (1 + 2 * ktiles + 1),
-        "bytes_in": tiles * (DIM * DIM * 4 + ktiles * 2 * DIM * DIM),
+        "mvin": ktiles + ntiles * (1 + ktiles),
+        "mvout": ntiles,
+        "preload": ntiles * ktiles,
+        "compute": ntiles * ktiles,
+        "config": ktiles + ntiles * (1 + ktiles + 1),
+        "bytes_in": m * k + k * n + ntiles * DIM * 4,  # each operand once, a bias row per tile
         "bytes_out": m * n,
         "fence": 1,  # the kernel's last instruction
     }
 
 
-def test_counters_follow_the_cycle_model_on_a_256_cube_matmul():
-    m = n = k = 256
+def run_matmul_counters(m, n, k, **options):
     mod = loom.build(
-        *npu.BACKEND.strategy("matmul", m, n, k, multiplier=3, shift=8), target="npu", name="mm"
+        *npu.BACKEND.strategy("matmul", m, n, k, multiplier=3, shift=8, **options),
+        target="npu",
+        name="mm",
     )
     a, b, bias = operands(m, n, k)
     c = np.zeros((m, n), np.int8)
     npu_sim.reset()
     mod["mm"](a, b, bias, c)
-    counters = npu_sim.counters()
     np.testing.assert_array_equal(c, ref.matmul(a, b, bias, 3, 8, False))
+    return npu_sim.counters()
+
+
+def test_counters_follow_the_cycle_model_on_a_256_cube_matmul():
+    m = n = k = 256
+    counters = run_matmul_counters(m, n, k)
     expected = expected_matmul_counters(m, n, k)
     assert {name: counters[name] for name in expected} == expected
+    # the loads and stores overlap the computes: the array streams rows most of the time
+    assert counters["execute_busy"] <= counters["cycles"] < counters["serial_cycles"]
     assert npu_sim.utilization(counters) == pytest.approx(
-        m * n * k / (expected["cycles"] * DIM * DIM)
+        m * n * k / (counters["cycles"] * DIM * DIM)
     )
+    assert npu_sim.utilization(counters) >= 0.85
+
+
+def test_without_double_buffers_the_loads_wait_for_the_computes():
+    """One copy of each staged buffer: the next tile's mvin must wait (WAR) for the computes
+    reading the current one, so the queues overlap less and the same instructions take longer."""
+    doubled = run_matmul_counters(64, 64, 64)
+    single = run_matmul_counters(64, 64, 64, double_buffer=False)
+    assert single["serial_cycles"] == doubled["serial_cycles"]
+    assert doubled["cycles"] < single["cycles"]
 
 
 def test_export_with_npu_import_then_load_in_a_new_process(tmp_path):

@@ -74,7 +74,7 @@ def test_a_region_starting_inside_a_row_is_refused():
 
 
 def test_a_parallel_loop_issuing_instructions_is_refused():
-    sch, args = npu.BACKEND.strategy("matmul", 32, 32, 16)
+    sch, args = npu.BACKEND.strategy("matmul", 32, 32, 16, block_rows=16)  # two row blocks
     sch[args[3]].parallel(sch[args[3]].leaf_iter_vars[0])
     with pytest.raises(LoomError, match=r"parallel loop i.outer issues NPU instructions"):
         loom.build(sch, args, target="npu", name="mm")

@@ -19,28 +19,23 @@ import pytest
 from loom import abi
 from loom.backend.npu import simulator as npu
 from loom.errors import LoomError
+from tests.npu.timing_model import (
+    LOAD,
+    STORE,
+    Rows,
+    Timing,
+    compute_cycles,
+    dram_bytes,
+    mvin_bytes,
+    mvin_cycles,
+    mvout_cycles,
+)
 from tests.thread_sanitizer import assert_race_free
 
 DIM, SPAD_ROWS, ACC_ROWS, ACC_BASE = npu.DIM, npu.SPAD_ROWS, npu.ACC_ROWS, npu.ACC_BASE
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 NPU_NATIVE = pathlib.Path(npu.__file__).parent / "native"
-
-
-def ceil_div(n: int, d: int) -> int:
-    return -(-n // d)
-
-
-def mvin_cycles(rows: int, cols: int, element_size: int) -> int:
-    return npu.LOAD_LATENCY + ceil_div(rows * cols * element_size, npu.BANDWIDTH)
-
-
-def mvout_cycles(rows: int, cols: int) -> int:
-    return npu.STORE_LATENCY + ceil_div(rows * cols, npu.BANDWIDTH)
-
-
-def compute_cycles(a_rows: int) -> int:
-    return a_rows + DIM - 1 if a_rows else 0
 
 
 def requantize(x: int, multiplier: int, shift: int, relu: bool) -> int:
@@ -55,7 +50,8 @@ def wrap_int32(values: np.ndarray) -> np.ndarray:
 
 
 class Model:
-    """The NPU of docs/npu.md. DRAM is a uint8 buffer and a byte offset into it."""
+    """The NPU of docs/npu.md. DRAM is a uint8 buffer and a byte offset into it; `address` is
+    where the simulator saw those bytes (for the timing model's DRAM dependencies)."""
 
     def __init__(self) -> None:
         self.spad = np.zeros((SPAD_ROWS, DIM), np.int8)
@@ -64,24 +60,33 @@ class Model:
         self.config = dict(stride_ld=0, stride_st=0, multiplier=1, shift=0, relu=0, dataflow=0)
         self.pending: dict | None = None
         self.counters = dict.fromkeys(npu.COUNTERS, 0)
+        self.timing = Timing()
 
-    def _retire(self, kind: str, cycles: int) -> None:
+    def _retire(self, kind: str, cost: int, busy: str | None = None) -> None:
         self.counters[kind] += 1
-        self.counters["cycles"] += cycles
+        self.counters["serial_cycles"] += cost
+        if busy:
+            self.counters[busy] += cost
+        self.counters["cycles"] = self.timing.latest
 
     def config_ld(self, stride: int) -> None:
         self.config["stride_ld"] = stride
-        self._retire("config", 1)
+        self.timing.transfer("config_ld", LOAD)
+        self._retire("config", 1, "load_busy")
 
     def config_st(self, stride: int, multiplier: int, shift: int, relu: int) -> None:
         self.config.update(stride_st=stride, multiplier=multiplier, shift=shift, relu=relu)
-        self._retire("config", 1)
+        self.timing.transfer("config_st", STORE)
+        self._retire("config", 1, "store_busy")
 
     def config_ex(self, dataflow: int) -> None:
         self.config["dataflow"] = dataflow
+        self.timing.config_ex()
         self._retire("config", 1)
 
-    def mvin(self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int) -> None:
+    def mvin(
+        self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int, address: int
+    ) -> None:
         in_acc = addr >= ACC_BASE
         memory, row, dtype = (
             (self.acc, addr - ACC_BASE, np.int32) if in_acc else (self.spad, addr, np.int8)
@@ -92,10 +97,17 @@ class Model:
         assert rows == 0 or (index.min() >= 0 and index.max() < len(buf))
         memory[row : row + rows] = 0
         memory[row : row + rows, :cols] = buf[index].view(dtype)
-        self.counters["bytes_in"] += rows * cols * size
-        self._retire("mvin", mvin_cycles(rows, cols, size))
+        stride = self.config["stride_ld"]
+        self.counters["bytes_in"] += mvin_bytes(rows, cols, size, stride)
+        cost = mvin_cycles(rows, cols, size, stride)
+        written = Rows("acc" if in_acc else "spad", row, rows, "w")
+        source = dram_bytes(address, rows, cols * size, stride, "r")
+        self.timing.transfer("mvin", LOAD, [written], source, cost)
+        self._retire("mvin", cost, "load_busy")
 
-    def mvout(self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int) -> None:
+    def mvout(
+        self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int, address: int
+    ) -> None:
         c = self.config
         for r in range(rows):
             values = [
@@ -105,7 +117,11 @@ class Model:
             start = offset + r * c["stride_st"]
             buf[start : start + cols] = np.array(values, np.int8).view(np.uint8)
         self.counters["bytes_out"] += rows * cols
-        self._retire("mvout", mvout_cycles(rows, cols))
+        cost = mvout_cycles(rows, cols)
+        read = Rows("acc", addr - ACC_BASE, rows, "r")
+        target = dram_bytes(address, rows, cols, c["stride_st"], "w")
+        self.timing.transfer("mvout", STORE, [read], target, cost)
+        self._retire("mvout", cost, "store_busy")
 
     def preload(self, b, b_rows, b_cols, c, c_rows, c_cols, accumulate) -> None:
         weights = np.zeros((DIM, DIM), np.int64)
@@ -113,6 +129,7 @@ class Model:
         self.pending = dict(
             W=weights, b_rows=b_rows, c=c - ACC_BASE, c_rows=c_rows, c_cols=c_cols, acc=accumulate
         )
+        self.timing.preload([Rows("spad", b, b_rows, "r")])
         self._retire("preload", DIM)
 
     def compute(self, a: int, a_rows: int, a_cols: int) -> None:
@@ -126,9 +143,13 @@ class Model:
         out[...] = wrap_int32(base + (lhs @ p["W"])[:, : p["c_cols"]])
         self.pending = None
         self.counters["macs"] += rows * p["c_cols"] * min(a_cols, p["b_rows"])
+        out_rows = Rows("acc", p["c"], rows, "rw" if p["acc"] else "w")
+        self.timing.compute(a_rows, [Rows("spad", a, a_rows, "r"), out_rows])
+        self.counters["execute_busy"] += a_rows
         self._retire("compute", compute_cycles(a_rows))
 
     def fence(self) -> None:
+        self.timing.fence()
         self._retire("fence", 0)
 
 
@@ -157,14 +178,16 @@ class Both:
         self.model.config_ex(dataflow)
 
     def mvin(self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int) -> None:
-        npu.mvin(dram(buf, offset, np.int32 if addr >= ACC_BASE else np.int8), addr, rows, cols)
-        self.model.mvin(buf, offset, addr, rows, cols)
+        view = dram(buf, offset, np.int32 if addr >= ACC_BASE else np.int8)
+        npu.mvin(view, addr, rows, cols)
+        self.model.mvin(buf, offset, addr, rows, cols, view.ctypes.data)
 
     def mvout(self, buf: np.ndarray, offset: int, addr: int, rows: int, cols: int) -> np.ndarray:
         """Runs mvout on two copies of `buf`, checks they agree, returns the simulator's."""
         theirs, ours = buf.copy(), buf.copy()
-        npu.mvout(dram(theirs, offset, np.int8), addr, rows, cols)
-        self.model.mvout(ours, offset, addr, rows, cols)
+        view = dram(theirs, offset, np.int8)
+        npu.mvout(view, addr, rows, cols)
+        self.model.mvout(ours, offset, addr, rows, cols, view.ctypes.data)
         np.testing.assert_array_equal(theirs, ours)
         return theirs
 
@@ -396,6 +419,59 @@ def test_partial_tiles(rng, a_rows, a_cols, b_rows, b_cols, c_rows, c_cols, accu
     w[:b_rows, :b_cols] = npu.read_memory(200, DIM)[:b_rows, :b_cols]
     expected = wrap_int32((before.astype(np.int64) if accumulate else 0) + a @ w)
     np.testing.assert_array_equal(after[:rows, :c_cols], expected[:rows, :c_cols])
+
+
+LONG = [
+    # a, a_rows, a_cols, b_rows, b_cols, c row, c_rows, c_cols, accumulate
+    (0, 256, 16, 16, 16, 0, 256, 16, 0),  # 256 rows of A through one preloaded weight tile
+    (100, 300, 9, 12, 16, 17, 300, 7, 1),
+    (SPAD_ROWS - 40, 40, 16, 16, 16, ACC_ROWS - 40, 40, 16, 1),  # the last rows of both
+    (7, 50, 16, 16, 16, 3, 20, 16, 0),  # c_rows < a_rows: only 20 rows are written
+    (7, 20, 16, 16, 16, 3, 50, 16, 1),  # a_rows < c_rows
+    (0, 0, 16, 16, 16, 0, ACC_ROWS, 16, 0),
+]
+
+
+@pytest.mark.parametrize("a, a_rows, a_cols, b_rows, b_cols, c, c_rows, c_cols, accumulate", LONG)
+def test_one_preload_streams_many_rows(
+    rng, a, a_rows, a_cols, b_rows, b_cols, c, c_rows, c_cols, accumulate
+):
+    both = Both()
+    both.config_ld(DIM)
+    both.mvin(random_bytes(rng, SPAD_ROWS * DIM), 0, 0, SPAD_ROWS, DIM)
+    both.config_ld(DIM * 4)
+    acc_values = rng.integers(-(2**20), 2**20, (ACC_ROWS, DIM)).astype(np.int32)
+    both.mvin(acc_values.view(np.uint8).ravel(), 0, ACC_BASE, ACC_ROWS, DIM)
+    b = 500  # the weights
+    both.preload(b, b_rows, b_cols, ACC_BASE + c, c_rows, c_cols, accumulate)
+    both.compute(a, a_rows, a_cols)
+    both.check()
+    # Straight from the document: numpy's product over the rows both counts cover.
+    rows = min(a_rows, c_rows)
+    lhs = npu.read_memory(0, SPAD_ROWS)[a : a + rows].astype(np.int64)
+    lhs[:, a_cols:] = 0
+    w = np.zeros((DIM, DIM), np.int64)
+    w[:b_rows, :b_cols] = npu.read_memory(b, DIM)[:b_rows, :b_cols]
+    expected = acc_values.astype(np.int64)
+    base = expected[c : c + rows, :c_cols] if accumulate else 0
+    expected[c : c + rows, :c_cols] = base + (lhs @ w)[:, :c_cols]
+    np.testing.assert_array_equal(npu.read_memory(ACC_BASE, ACC_ROWS), wrap_int32(expected))
+    assert npu.counters()["macs"] == rows * c_cols * min(a_cols, b_rows)
+
+
+def test_broadcast_mvin_reads_one_row_once(rng):
+    bias = rng.integers(-(2**30), 2**30, DIM).astype(np.int32)
+    npu.config_ld(0)
+    npu.mvin(bias, ACC_BASE + 8, 100, DIM)  # one DRAM row into 100 accumulator rows
+    np.testing.assert_array_equal(npu.read_memory(ACC_BASE + 8, 100), np.tile(bias, (100, 1)))
+    npu.mvin(bias.view(np.int8)[:5], 30, 7, 5)  # and 5 bytes into 7 scratchpad rows
+    counts = npu.counters()
+    assert counts["bytes_in"] == DIM * 4 + 5
+    # LOAD_LATENCY + ceil(row bytes / BANDWIDTH) + rows - 1, by hand: 8 + 4 + 99 and 8 + 1 + 6
+    assert counts["cycles"] == 1 + (8 + 4 + 99) + (8 + 1 + 6)
+    npu.config_ld(DIM * 4)  # a non-zero stride: every row is read
+    npu.mvin(np.tile(bias, 3), ACC_BASE, 3, DIM)
+    assert npu.counters()["bytes_in"] == counts["bytes_in"] + 3 * DIM * 4
 
 
 def test_accumulation_wraps_in_int32():
@@ -632,8 +708,8 @@ ERRORS: list[tuple[str, Callable[[], None], str]] = [
     ),
     (
         "preload c_rows",
-        lambda: npu.preload(0, 1, 1, ACC_BASE, 17, 1, 0),
-        "npu_preload: c_rows = 17 is outside 0 .. 16",
+        lambda: npu.preload(0, 1, 1, ACC_BASE, ACC_ROWS + 1, 1, 0),
+        f"npu_preload: c_rows = {ACC_ROWS + 1} is outside 0 .. {ACC_ROWS}",
     ),
     (
         "preload c_cols",
@@ -659,8 +735,8 @@ ERRORS: list[tuple[str, Callable[[], None], str]] = [
     ),
     (
         "compute a_rows",
-        lambda: npu.compute(0, 17, 1),
-        "npu_compute: a_rows = 17 is outside 0 .. 16",
+        lambda: npu.compute(0, SPAD_ROWS + 1, 1),
+        f"npu_compute: a_rows = {SPAD_ROWS + 1} is outside 0 .. {SPAD_ROWS}",
     ),
     (
         "compute a_cols",
@@ -740,8 +816,8 @@ def test_errors_name_the_value_and_change_nothing(rng, call, message):
 def test_a_failed_instruction_keeps_a_pending_preload(rng):
     load_tile(Both(), rng, 0)
     npu.preload(0, DIM, DIM, ACC_BASE, DIM, DIM, 0)
-    with pytest.raises(LoomError, match="a_rows = 20"):
-        npu.compute(0, 20, DIM)
+    with pytest.raises(LoomError, match="a = 0x00003ff0 with 20 rows"):
+        npu.compute(SPAD_ROWS - DIM, 20, DIM)
     npu.compute(0, DIM, DIM)  # the preload is still there
     with pytest.raises(LoomError, match="no preload since the last compute"):
         npu.compute(0, DIM, DIM)
@@ -802,12 +878,28 @@ def test_counters_follow_the_cycle_model(rng):
     npu.fence()
     npu.fence()
 
-    cycles = 3 * 1
-    cycles += mvin_cycles(16, 16, 1) + mvin_cycles(5, 3, 1) + mvin_cycles(3, 5, 4)
-    cycles += mvin_cycles(0, 16, 1)
-    cycles += 3 * DIM + compute_cycles(16) + compute_cycles(10) + compute_cycles(0)
-    cycles += mvout_cycles(16, 16) + mvout_cycles(3, 5)
-    assert cycles == 3 + 24 + 9 + 12 + 8 + 48 + 31 + 25 + 0 + 24 + 9  # the formulas, by hand
+    serial = 3 * 1
+    serial += mvin_cycles(16, 16, 1) + mvin_cycles(5, 3, 1) + mvin_cycles(3, 5, 4)
+    serial += mvin_cycles(0, 16, 1)
+    serial += 3 * DIM + compute_cycles(16) + compute_cycles(10) + compute_cycles(0)
+    serial += mvout_cycles(16, 16) + mvout_cycles(3, 5)
+    assert serial == 3 + 24 + 9 + 12 + 8 + 48 + 31 + 25 + 0 + 24 + 9  # the formulas, by hand
+
+    # The decoupled timeline, (start, finish) per instruction, from the document's rules:
+    # load queue: config_ld 0-1, mvin 1-25 (spad 0..15), 25-34 (spad 16..20), 34-46 (acc 0..2),
+    #   46-54 (no rows);
+    # store queue: config_st 0-1;
+    # execute queue: config_ex 0-1;
+    #   P1 reads spad 0..15 (written at 25): 25-41;
+    #   C1 writes acc 0..15 (acc 0..2 written at 46): start 46, stream end 62, finish 77;
+    #   P2 (its weight buffer's previous user is none): after P1, 41-57;
+    #   C2 after P2 and C1's stream: start 62, stream end 72, finish 87;
+    #   P3 waits for C1's stream end (the buffer it fills) and P2: 62-78;
+    #   C3 (no rows): start 78 (after P3 and C2's stream), finish 78;
+    # store queue: mvout reads acc 0..15, written by C1 (77) and C2 (87, rows 0..6): 87-111;
+    #   mvout 111-120. The fences end at 120.
+    assert mvout_cycles(16, 16) == 24 and mvout_cycles(3, 5) == 9
+    cycles = 87 + 24 + 9
     counts = npu.counters()
     assert counts == {
         "cycles": cycles,
@@ -820,9 +912,14 @@ def test_counters_follow_the_cycle_model(rng):
         "compute": 3,
         "config": 3,
         "fence": 2,
+        "serial_cycles": serial,
+        "load_busy": 1 + 24 + 9 + 12 + 8,
+        "execute_busy": 16 + 10 + 0,
+        "store_busy": 1 + 24 + 9,
     }
     assert npu.utilization(counts) == counts["macs"] / (cycles * DIM * DIM)
     assert npu.utilization({"cycles": 0, "macs": 0}) == 0.0
+    assert npu.utilization(counts, macs=1000) == 1000 / (cycles * DIM * DIM)
 
 
 def test_only_one_thread_owns_the_npu_and_only_the_owner_releases_it():
@@ -854,6 +951,6 @@ def _release_elsewhere() -> str:
 def test_ownership_orders_instruction_sequences_under_thread_sanitizer(tmp_path):
     native = NPU_NATIVE
     driver = pathlib.Path(__file__).with_name("npu_ownership_stress.c")
-    sources = [driver, native / "npu_sim.c"]
+    sources = [driver, *npu.SOURCES]
     [out] = assert_race_free(tmp_path / "npu_stress", sources, flags=[f"-I{native}"])
     assert out == f"failures 0 macs {4 * 500 * 16**3}\n"

@@ -12,6 +12,8 @@ from loom.ir.expr import Call, PrimExpr
 from loom.ir.linear import linearize
 
 DIM = npu_sim.DIM
+SPAD_ROWS = npu_sim.SPAD_ROWS
+ACC_ROWS = npu_sim.ACC_ROWS
 SPAD = "npu.spad"
 ACC = "npu.acc"
 DEVICE = "npu"

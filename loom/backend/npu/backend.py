@@ -6,9 +6,9 @@ patterns it takes from a model (loom/backend/npu/graph.py), and code generation.
 from __future__ import annotations
 
 from loom.backend.base import Backend, register
-from loom.backend.npu import arch, codegen, graph, kernels, ops, rules
+from loom.backend.npu import arch, codegen, graph, kernels, ops, padded_copies, rules
 from loom.backend.npu import simulator as npu_sim
-from loom.backend.npu.intrinsics import GEMM, GEMM_BIAS
+from loom.backend.npu.intrinsics import GEMM, GEMM_BIAS, GEMM_STREAM, GEMM_STREAM_BIAS
 from loom.ir.function import IRModule
 
 
@@ -28,7 +28,12 @@ class NPUBackend(Backend):
         return [npu_sim.LIBRARY]
 
     def intrinsics(self):
-        return {"npu_gemm": GEMM, "npu_gemm_bias": GEMM_BIAS}
+        return {
+            "npu_gemm": GEMM,
+            "npu_gemm_bias": GEMM_BIAS,
+            "npu_gemm_stream": GEMM_STREAM,
+            "npu_gemm_stream_bias": GEMM_STREAM_BIAS,
+        }
 
     def pragma_rules(self):
         return [rules.MVIN, rules.MVOUT]
@@ -37,7 +42,11 @@ class NPUBackend(Backend):
         return {"matmul": ops.matmul, "conv2d": ops.conv2d_nhwc}
 
     def passes(self):
-        return [("build", kernels.no_parallel_instructions), *self.extra_passes]
+        return [
+            ("schedule", padded_copies.zero_fill_columns),
+            ("build", kernels.no_parallel_instructions),
+            *self.extra_passes,
+        ]
 
     def graph_patterns(self):
         return list(graph.PATTERNS)

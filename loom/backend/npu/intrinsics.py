@@ -1,5 +1,14 @@
-"""The NPU's tensor intrinsic: a DIM x DIM x DIM int8 matrix product accumulated in int32,
-with an optional bias that initializes the accumulator (docs/npu.md: preload, compute)."""
+"""The NPU's tensor intrinsics: an int8 matrix product accumulated in int32, with an optional
+bias that initializes the accumulator (docs/npu.md: preload, compute).
+
+- `gemm()`: DIM x DIM x DIM, one weight tile and DIM rows of A;
+- `gemm(rows=R)` (streaming, weight-stationary): R x DIM x DIM, one preload of a DIM x DIM
+  weight tile and one compute streaming up to R rows of A through it into R accumulator rows
+  (R <= ACC_ROWS; the rows of A are consecutive scratchpad rows). `GEMM_STREAM*` take
+  R = ACC_ROWS, so a region of any height up to the accumulator's matches them.
+
+A region's rows must be whole NPU rows (DIM elements apart); a tile cut short at the edge of a
+tensor becomes shorter counts (rows, columns, reduction) of the same instructions."""
 
 from __future__ import annotations
 
@@ -10,7 +19,7 @@ from loom.ir.expr import IntImm, PrimExpr
 from loom.ir.stmt import NOP, AssertStmt, Stmt, seq
 from loom.te.tensorize import Region, TensorIntrin, TensorizeCall, decl_tensor_intrin
 
-from .arch import DIM, instruction_call, row_address
+from .arch import ACC_ROWS, DIM, instruction_call, row_address
 
 
 def instruction(name: str, *args) -> Stmt:
@@ -60,9 +69,11 @@ def _address(region: Region) -> PrimExpr:
     return op.call_intrin("handle", "address_of", region.buffer.load([region.offset]))
 
 
-def gemm(bias: bool = False) -> TensorIntrin:
-    """C[i, j] = (bias[j] +) sum_k int32(A[i, k]) * int32(B[k, j]) over DIM x DIM x DIM."""
-    a = te.placeholder((DIM, DIM), "int8", name="a")
+def gemm(bias: bool = False, rows: int = DIM) -> TensorIntrin:
+    """C[i, j] = (bias[j] +) sum_k int32(A[i, k]) * int32(B[k, j]) over rows x DIM x DIM."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= ACC_ROWS:
+        raise LoomError(f"npu gemm: rows must be an int in [1, {ACC_ROWS}], got {rows!r}")
+    a = te.placeholder((rows, DIM), "int8", name="a")
     b = te.placeholder((DIM, DIM), "int8", name="b")
     k = te.reduce_axis(DIM, name="k")
     if bias:
@@ -75,9 +86,12 @@ def gemm(bias: bool = False) -> TensorIntrin:
         def rule(i, j):
             return te.sum(a[i, k].astype("int32") * b[k, j].astype("int32"), axis=k)
 
-    c = te.compute((DIM, DIM), rule, name="c")
-    return decl_tensor_intrin(c, _lower, name="npu_gemm_bias" if bias else "npu_gemm")
+    c = te.compute((rows, DIM), rule, name="c")
+    name = "npu_gemm" + ("_stream" if rows != DIM else "") + ("_bias" if bias else "")
+    return decl_tensor_intrin(c, _lower, name=name)
 
 
 GEMM = gemm(bias=False)
 GEMM_BIAS = gemm(bias=True)
+GEMM_STREAM = gemm(bias=False, rows=ACC_ROWS)
+GEMM_STREAM_BIAS = gemm(bias=True, rows=ACC_ROWS)

@@ -3,18 +3,21 @@ callers to drive it by hand.
 
 The library (loom/backend/npu/native) provides the NPU's instructions (`npu_mvin`, `npu_compute`,
 ...) to code generated for the NPU, and simulator controls (`npu_reset`, `npu_read_counters`,
-...) to tests. Importing this module declares the instructions as the runtime library
-"npu_simulator". The architecture constants (DIM, SPAD_ROWS, ...) are read from the
-simulator's header, npu_sim.h: one source for C and Python. Each Python caller checks what C
-cannot (that an int fits its C type, that the DRAM rows an instruction touches lie inside the
-numpy array given), then raises `LoomError` with the simulator's own message when the
-instruction fails; a failed instruction changes nothing.
+...) to tests. It executes each instruction at once and times it with the decoupled model of
+docs/npu.md (load, execute and store queues; npu_timing.c): the counter `cycles` is when the
+last instruction would finish, `serial_cycles` the sum of their costs.
+
+Importing this module declares the instructions as the runtime library "npu_simulator". The
+architecture constants (DIM, SPAD_ROWS, ...) are read from the simulator's header, npu_sim.h: one
+source for C and Python. Each Python caller checks what C cannot (that an int fits its C type, that
+the DRAM rows an instruction touches lie inside the numpy array given), then raises `LoomError`
+with the simulator's own message when the instruction fails; a failed instruction changes nothing.
 
     npu_sim.reset()
     npu_sim.config_ld(16)
     npu_sim.mvin(a_tile, 0, 16, 16)                 # int8 rows into the scratchpad
     ...
-    npu_sim.counters()["cycles"]
+    npu_sim.counters()["cycles"], npu_sim.counters()["serial_cycles"]
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ except ImportError:  # numpy < 2
     from numpy import byte_bounds  # type: ignore[attr-defined,no-redef]
 
 _DIR = pathlib.Path(__file__).parent / "native"
-_SOURCE = _DIR / "npu_sim.c"
+SOURCES = (_DIR / "npu_sim.c", _DIR / "npu_timing.c")
+"""The simulator's C sources: the instructions (npu_sim.c) and the timing model (npu_timing.c)."""
 _HEADER = _DIR / "npu_sim.h"
 
 
@@ -77,7 +81,7 @@ _UINT32 = (0, 2**32 - 1)
 
 @functools.cache
 def library_path() -> pathlib.Path:
-    return build_library("libnpu_sim", [_SOURCE], ["-O2"])
+    return build_library("libnpu_sim", list(SOURCES), ["-O2"])
 
 
 @functools.cache
@@ -254,11 +258,15 @@ def counters() -> dict[str, int]:
     return dict(zip(COUNTERS, out))
 
 
-def utilization(counts: Mapping[str, int] | None = None) -> float:
-    """The array's utilization, macs / (cycles * DIM * DIM), of `counts` (default: now)."""
+def utilization(counts: Mapping[str, int] | None = None, macs: int | None = None) -> float:
+    """The array's utilization, macs / (cycles * DIM * DIM), of `counts` (default: now), with
+    the decoupled `cycles`. `macs` replaces the counter's (which counts every valid element a
+    compute multiplies, zero padding included) by the problem's own, for the useful
+    utilization."""
     counts = counters() if counts is None else counts
     cycles = counts["cycles"]
-    return counts["macs"] / (cycles * DIM * DIM) if cycles else 0.0
+    macs = counts["macs"] if macs is None else macs
+    return macs / (cycles * DIM * DIM) if cycles else 0.0
 
 
 def config() -> dict[str, int]:

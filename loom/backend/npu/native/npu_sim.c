@@ -3,8 +3,10 @@
  * The instructions take no handle, so the NPU is one per process and its state is static.
  * Each instruction checks every operand before it changes anything: a failed instruction
  * returns -1 with loom's last error set, and leaves the memories, the configuration, a
- * pending preload and the counters as they were. Cycles are counted as if instructions ran
- * one after another, with the latencies and bandwidth of npu_sim.h. */
+ * pending preload, the counters and the timing model as they were. Each instruction executes
+ * at once, in program order; the decoupled timing model (npu_timing.c) says when it would
+ * have started and finished, given what it touches and its cost (the latencies and bandwidth
+ * of npu_sim.h). */
 #include "npu_sim.h"
 
 #include <pthread.h>
@@ -12,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "npu_timing.h"
 
 void loom_set_last_error(const char *message); /* loom's host runtime, resolved at load */
 
@@ -138,16 +142,47 @@ static int8_t requantize(int32_t x) {
 
 /* -- counters -------------------------------------------------------------------------- */
 
-static void retire(int counter, int64_t cycles) {
+/* Count an instruction that ran: one more of its kind, its cost in the serialized count,
+ * and `cycles` is the latest finish the timing model has seen. */
+static void retire(int counter, int64_t cost) {
     counters[counter] += 1;
-    counters[NPU_COUNTER_CYCLES] += cycles;
+    counters[NPU_COUNTER_SERIAL_CYCLES] += cost;
+    counters[NPU_COUNTER_CYCLES] = npu_timing_latest();
+}
+
+static const struct npu_footprint NOTHING = {0};
+
+/* An instruction of the load or store queue: timed, its cost added to the queue's busy
+ * counter, counted. */
+static void retire_transfer(int counter, enum npu_queue queue, const struct npu_footprint *f,
+                            int64_t cost) {
+    npu_timing_load_store(queue, f, cost);
+    counters[queue == QUEUE_LOAD ? NPU_COUNTER_LOAD_BUSY : NPU_COUNTER_STORE_BUSY] += cost;
+    retire(counter, cost);
+}
+
+/* The DRAM bytes of `rows` rows of `row_bytes`, `stride` apart from `dram` (negative strides
+ * walk back): [lo, hi), empty when rows is 0. */
+static void dram_range(struct npu_footprint *f, const void *dram, int32_t rows,
+                       int64_t row_bytes, int64_t stride, int access) {
+    if (rows == 0) return;
+    int64_t last = (int64_t)(rows - 1) * stride;
+    f->dram_lo = (uintptr_t)dram + (uintptr_t)(last < 0 ? last : 0);
+    f->dram_hi = (uintptr_t)dram + (uintptr_t)((last > 0 ? last : 0) + row_bytes);
+    f->dram_access = access;
+}
+
+static struct npu_rows_touched rows_touched(enum npu_memory m, int32_t first, int32_t count,
+                                            int access) {
+    enum npu_timed_memory timed = m == ACCUMULATOR ? TIMED_ACCUMULATOR : TIMED_SCRATCHPAD;
+    return (struct npu_rows_touched){timed, first, count, access};
 }
 
 /* -- configuration --------------------------------------------------------------------- */
 
 int32_t npu_config_ld(int32_t stride) {
-    config.stride_ld = stride; /* any value: 0 repeats one DRAM row, negative walks back */
-    retire(NPU_COUNTER_CONFIG, 1);
+    config.stride_ld = stride; /* any value: 0 broadcasts one DRAM row, negative walks back */
+    retire_transfer(NPU_COUNTER_CONFIG, QUEUE_LOAD, &NOTHING, 1);
     return 0;
 }
 
@@ -160,7 +195,7 @@ int32_t npu_config_st(int32_t stride, int32_t multiplier, int32_t shift, int32_t
     config.multiplier = multiplier;
     config.shift = shift;
     config.relu = relu;
-    retire(NPU_COUNTER_CONFIG, 1);
+    retire_transfer(NPU_COUNTER_CONFIG, QUEUE_STORE, &NOTHING, 1);
     return 0;
 }
 
@@ -170,6 +205,7 @@ int32_t npu_config_ex(int32_t dataflow) {
                     "the only dataflow)",
                     (int)dataflow);
     config.dataflow = dataflow;
+    npu_timing_config_ex();
     retire(NPU_COUNTER_CONFIG, 1);
     return 0;
 }
@@ -203,9 +239,18 @@ int32_t npu_mvin(const void *dram, uint32_t addr, int32_t rows, int32_t cols) {
             memset(&spad[row + r][cols], 0, (size_t)(NPU_DIM - cols));
         }
     }
-    int64_t bytes = (int64_t)rows * cols * element;
+    /* With stride 0 the NPU reads the one DRAM row once and writes it to every destination
+     * row, one row per cycle after the first (a broadcast, e.g. a bias into every row). */
+    int64_t row_bytes = (int64_t)cols * element;
+    int broadcast = stride == 0 && rows > 0;
+    int64_t bytes = broadcast ? row_bytes : (int64_t)rows * row_bytes;
+    int64_t cycles = NPU_LOAD_LATENCY + ceil_div(bytes, NPU_BANDWIDTH);
+    if (broadcast) cycles += rows - 1;
+    struct npu_footprint f = {.nrows = 1};
+    f.rows[0] = rows_touched(memory_of(addr), row, rows, ACCESS_WRITE);
+    dram_range(&f, dram, rows, row_bytes, stride, ACCESS_READ);
     counters[NPU_COUNTER_BYTES_IN] += bytes;
-    retire(NPU_COUNTER_MVIN, NPU_LOAD_LATENCY + ceil_div(bytes, NPU_BANDWIDTH));
+    retire_transfer(NPU_COUNTER_MVIN, QUEUE_LOAD, &f, cycles);
     return 0;
 }
 
@@ -221,8 +266,12 @@ int32_t npu_mvout(void *dram, uint32_t addr, int32_t rows, int32_t cols) {
         memcpy(dst + r * stride, out, (size_t)cols);
     }
     int64_t bytes = (int64_t)rows * cols;
+    struct npu_footprint f = {.nrows = 1};
+    f.rows[0] = rows_touched(ACCUMULATOR, row, rows, ACCESS_READ);
+    dram_range(&f, dram, rows, cols, stride, ACCESS_WRITE);
     counters[NPU_COUNTER_BYTES_OUT] += bytes;
-    retire(NPU_COUNTER_MVOUT, NPU_STORE_LATENCY + ceil_div(bytes, NPU_BANDWIDTH));
+    retire_transfer(NPU_COUNTER_MVOUT, QUEUE_STORE, &f,
+                    NPU_STORE_LATENCY + ceil_div(bytes, NPU_BANDWIDTH));
     return 0;
 }
 
@@ -234,7 +283,7 @@ int32_t npu_preload(uint32_t b, int32_t b_rows, int32_t b_cols, uint32_t c, int3
     int32_t b_row, c_row;
     if (check_value(insn, "b_rows", b_rows, 0, NPU_DIM) ||
         check_value(insn, "b_cols", b_cols, 0, NPU_DIM) ||
-        check_value(insn, "c_rows", c_rows, 0, NPU_DIM) ||
+        check_value(insn, "c_rows", c_rows, 0, NPU_ACC_ROWS) ||
         check_value(insn, "c_cols", c_cols, 0, NPU_DIM) ||
         check_value(insn, "accumulate", accumulate, 0, 1) ||
         check_rows(insn, "b", b, b_rows, SCRATCHPAD, &b_row) ||
@@ -250,6 +299,9 @@ int32_t npu_preload(uint32_t b, int32_t b_rows, int32_t b_cols, uint32_t c, int3
     preloaded.c_rows = c_rows;
     preloaded.c_cols = c_cols;
     preloaded.accumulate = accumulate;
+    struct npu_footprint f = {.nrows = 1};
+    f.rows[0] = rows_touched(SCRATCHPAD, b_row, b_rows, ACCESS_READ);
+    npu_timing_preload(&f);
     retire(NPU_COUNTER_PRELOAD, NPU_DIM);
     return 0;
 }
@@ -269,7 +321,7 @@ static void multiply_row(const int8_t a[NPU_DIM], int32_t out[NPU_DIM]) {
 int32_t npu_compute(uint32_t a, int32_t a_rows, int32_t a_cols) {
     const char *insn = "npu_compute";
     int32_t a_row;
-    if (check_value(insn, "a_rows", a_rows, 0, NPU_DIM) ||
+    if (check_value(insn, "a_rows", a_rows, 0, NPU_SPAD_ROWS) ||
         check_value(insn, "a_cols", a_cols, 0, NPU_DIM) ||
         check_rows(insn, "a", a, a_rows, SCRATCHPAD, &a_row))
         return -1;
@@ -285,13 +337,20 @@ int32_t npu_compute(uint32_t a, int32_t a_rows, int32_t a_cols) {
     preloaded.pending = 0;
     counters[NPU_COUNTER_MACS] +=
         (int64_t)rows * preloaded.c_cols * min32(a_cols, preloaded.b_rows);
+    struct npu_footprint f = {.nrows = 2};
+    f.rows[0] = rows_touched(SCRATCHPAD, a_row, a_rows, ACCESS_READ);
+    f.rows[1] = rows_touched(ACCUMULATOR, preloaded.c_row, rows,
+                             ACCESS_WRITE | (preloaded.accumulate ? ACCESS_READ : 0));
+    npu_timing_compute(&f, a_rows);
+    counters[NPU_COUNTER_EXECUTE_BUSY] += a_rows;
     /* Rows stream into the array one per cycle, then the pipeline drains. */
     retire(NPU_COUNTER_COMPUTE, a_rows > 0 ? a_rows + NPU_DIM - 1 : 0);
     return 0;
 }
 
 int32_t npu_fence(void) {
-    retire(NPU_COUNTER_FENCE, 0); /* instructions complete in order: nothing to wait for */
+    npu_timing_fence(); /* later instructions start after everything before has finished */
+    retire(NPU_COUNTER_FENCE, 0);
     return 0;
 }
 
@@ -336,6 +395,7 @@ void npu_reset(void) {
     memset(&preloaded, 0, sizeof preloaded);
     memset(counters, 0, sizeof counters);
     config = (struct npu_config)DEFAULT_CONFIG;
+    npu_timing_reset();
 }
 
 void npu_read_counters(int64_t out[NPU_NCOUNTERS]) { memcpy(out, counters, sizeof counters); }

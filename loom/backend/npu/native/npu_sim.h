@@ -15,7 +15,7 @@
 #define NPU_ACC_ROWS 1024   /* int32 rows: addresses NPU_ACC_BASE + 0 .. NPU_ACC_ROWS - 1 */
 #define NPU_ACC_BASE 0x80000000u /* bit 31 selects the accumulator, as in Gemmini */
 
-/* The cycle model's parameters. */
+/* The cycle model's parameters (docs/npu.md, "Cycle model"). */
 #define NPU_BANDWIDTH 16 /* DRAM bytes per cycle */
 #define NPU_LOAD_LATENCY 8
 #define NPU_STORE_LATENCY 8
@@ -34,7 +34,11 @@
 #define NPU_COUNTER_COMPUTE 7
 #define NPU_COUNTER_CONFIG 8
 #define NPU_COUNTER_FENCE 9
-#define NPU_NCOUNTERS 10
+#define NPU_COUNTER_SERIAL_CYCLES 10 /* the sum of the instructions' costs */
+#define NPU_COUNTER_LOAD_BUSY 11     /* the sum of the load queue's costs */
+#define NPU_COUNTER_EXECUTE_BUSY 12  /* rows streamed into the array (sum of a_rows) */
+#define NPU_COUNTER_STORE_BUSY 13    /* the sum of the store queue's costs */
+#define NPU_NCOUNTERS 14
 
 /* Indices into npu_read_config's output. */
 #define NPU_CONFIG_STRIDE_LD 0
