@@ -5,13 +5,13 @@ expressions that depend on it become vector expressions, buffer accesses vector 
 A lane-dependent condition becomes a predicate on the stores (and loads) it guards, so a guarded
 tail (a split whose factor does not divide) becomes a masked store; the loop around such a vector
 loop is first peeled (`_peel_tail`), so that the iterations where the guard provably holds run
-unmasked and only the last, partial vector is masked (or, for a target whose masked loads are
-not safe, such as Hexagon's, runs as a serial loop: a lane-by-lane guarded load costs more than
-scalar code). Whenever the body cannot be
-vectorized without changing its meaning (a store whose index does not depend on the loop, a
-buffer read at another index than it is written, an extern call, an allocation, a nested vector
-loop), the loop runs as a serial loop instead. With "tir.disable_vectorize", every vectorized
-loop runs serially.
+unmasked and only the last, partial vector is masked: one guarded iteration (run serially, as
+any vector code, where the target's code generator cannot emit its masked loads). Whenever the
+body cannot be vectorized without changing its meaning (a store whose index does not depend on
+the loop, a buffer read at another index than it is written, an extern call, an allocation, a
+nested vector loop), the loop runs as a serial loop instead. With "tir.disable_vectorize" (or
+a target whose code generator takes scalar IR, C), every vectorized loop runs serially, its
+guarded tail still peeled off the whole vectors.
 
 A vectorized loop longer than `VECTOR_REGISTERS` vector registers of its narrowest element type
 (the target's registers; 64 bytes without a target) runs in chunks of that many lanes: a loop
@@ -376,24 +376,12 @@ class _DropGuards(Mutator):
         return self.generic_mutate(s)
 
 
-class _SerialLoops(Mutator):
-    def __init__(self, loops: set[int]):
-        self.loops = loops
-
-    def visit_For(self, s: For) -> Stmt:
-        new = self.generic_mutate(s)
-        return new.replace(kind=ForKind.SERIAL) if id(s) in self.loops else new
-
-
-def _peel_tail(
-    loop: For, var_bounds: dict[Var, IntBound], serial_tail: bool = False
-) -> Stmt | None:
+def _peel_tail(loop: For, var_bounds: dict[Var, IntBound]) -> Stmt | None:
     """`loop` split in two where the lane guards of the vector loops inside it stop holding
     (the guard of a split whose factor does not divide the extent): its first iterations without
     those guards (whole vectors, unmasked), then the rest with them (the last, partial vector,
-    masked; with `serial_tail`, those vector loops run serially there), as the loop's body with
-    the variable replaced when one iteration is left. None if no such guard holds for the first
-    iteration."""
+    masked), as the loop's body with the variable replaced when one iteration is left. None if
+    no such guard holds for the first iteration."""
     if (
         loop.kind == ForKind.VECTORIZED
         or not isinstance(loop.min, IntImm)
@@ -417,9 +405,6 @@ def _peel_tail(
     if k == n:  # the guards hold everywhere
         return head
     body = loop.body
-    if serial_tail:
-        masked = {id(v) for node, _, _, loops in finder.found if id(node) in full for v in loops}
-        body = _SerialLoops(masked).visit(body)
     if n - k == 1:
         tail = substitute(body, {loop.loop_var: IntImm(lo + k, dtype)})
     else:
@@ -438,12 +423,10 @@ class _VectorizeLoops(Mutator):
         self,
         enabled: bool,
         vector_bytes: int = DEFAULT_VECTOR_BYTES,
-        masked_loads_safe: bool = True,
         vector_problem: Callable[[object], str | None] | None = None,
     ):
         self.enabled = enabled
         self.vector_bytes = vector_bytes
-        self.serial_tail = not masked_loads_safe
         self.vector_problem = vector_problem
         self.var_bounds: dict[Var, IntBound] = {}
         self.in_pragma = 0  # a pragma's copy nest keeps its loop structure: no peeling there
@@ -458,8 +441,8 @@ class _VectorizeLoops(Mutator):
 
     def visit_For(self, loop: For) -> Stmt:
         self.var_bounds.update(_loop_bound(loop))
-        if self.enabled and not self.in_pragma:
-            peeled = _peel_tail(loop, self.var_bounds, self.serial_tail)
+        if not self.in_pragma:  # also when the loops will run serially: no guard in the whole ones
+            peeled = _peel_tail(loop, self.var_bounds)
             if peeled is not None:
                 return self.visit(peeled)
         loop = self.generic_mutate(loop)
@@ -563,10 +546,9 @@ def vectorize_func(
     func: PrimFunc,
     enabled: bool = True,
     vector_bytes: int = DEFAULT_VECTOR_BYTES,
-    masked_loads_safe: bool = True,
     vector_problem: Callable[[object], str | None] | None = None,
 ) -> PrimFunc:
-    vectorizer = _VectorizeLoops(enabled, vector_bytes, masked_loads_safe, vector_problem)
+    vectorizer = _VectorizeLoops(enabled, vector_bytes, vector_problem)
     return func.with_body(vectorizer.visit(func.body))
 
 
@@ -578,9 +560,8 @@ def _run(mod: IRModule) -> IRModule:
         target is None or target.takes_vector_ir
     )
     vector_bytes = DEFAULT_VECTOR_BYTES if target is None else target.vector_bytes
-    safe = target is None or target.masked_loads_are_safe
     problem = None if target is None else target.vector_problem
-    out = mod.map_functions(lambda f: vectorize_func(f, enabled, vector_bytes, safe, problem))
+    out = mod.map_functions(lambda f: vectorize_func(f, enabled, vector_bytes, problem))
     if target is not None:
         check_lanes(out)
     return out

@@ -7,6 +7,7 @@ import loom
 from loom import te
 from loom.ir import (
     LT,
+    Add,
     Broadcast,
     BufferLoad,
     BufferStore,
@@ -17,6 +18,7 @@ from loom.ir import (
     IfThenElse,
     IntImm,
     IRModule,
+    Mul,
     PrimFunc,
     Ramp,
     SeqStmt,
@@ -172,6 +174,48 @@ def test_before_expected_guarded_tail_becomes_masked_store_and_load():
         return _loop(o, 3, C.store(value, (_ramp(o * 4),), mask), "serial")
 
     _check(before, expected)
+
+
+def _likely(cond):
+    return Call(cond.dtype, "likely", (cond,))
+
+
+def _guarded_split(C, index):
+    """C[index] += 1 under `likely(index < 10)`: the guard of a split of 10 by 4."""
+    return IfThenElse(_likely(LT(index, IntImm(10))), C.store(C[index] + 1.0, (index,)))
+
+
+def _ragged_split(A, B, C):
+    o, i = Var("o"), Var("i")
+    return _loop(o, 3, _loop(i, 4, _guarded_split(C, o * 4 + i)), "serial")
+
+
+def test_before_expected_likely_guarded_tail_is_peeled_into_one_masked_vector():
+    def expected(A, B, C):
+        o = Var("o")
+        whole = C.load([_ramp(o * 4)]) + Broadcast(FloatImm(1.0), 4)
+        mask = _likely(LT(_ramp(8), Broadcast(IntImm(10), 4)))
+        last = C.load([_ramp(8)], mask) + Broadcast(FloatImm(1.0), 4)
+        head = _loop(o, 2, C.store(whole, (_ramp(o * 4),)), "serial")
+        return SeqStmt((head, C.store(last, (_ramp(8),), mask)))
+
+    _check(_ragged_split, expected)
+
+
+def test_before_expected_likely_guarded_tail_is_peeled_when_loops_run_serially():
+    """Scalar code (C, or vectorization disabled) is peeled too: the whole vectors' iterations
+    run without the guard, the last one (the vector loop, serially) with it."""
+
+    def expected(A, B, C):
+        o, i = Var("o"), Var("i")
+        index = o * 4 + i
+        whole = _loop(o, 2, _loop(i, 4, C.store(C[index] + 1.0, (index,)), "serial"), "serial")
+        last = Add(Mul(IntImm(2), IntImm(4)), i)
+        return SeqStmt((whole, _loop(i, 4, _guarded_split(C, last), "serial")))
+
+    with PassContext(config={"tir.disable_vectorize": True}):
+        _check(_ragged_split, expected)
+    _check(_ragged_split, expected, target=Target("c"))
 
 
 def test_before_expected_lane_invariant_load_is_broadcast():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from loom.abi.dtype import DataType
-from loom.codegen.llvm import vecmath
+from loom.codegen.llvm import hvx, vecmath
 from loom.codegen.llvm.loop_hints import no_unroll
 from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
 from loom.errors import LoomError
@@ -427,11 +427,7 @@ class FunctionCodegen:
         """(pointer or vector of pointers, contiguous) for an access of `buffer` at `index`."""
         base = self.value_of(buffer.data)
         elem = memory_type(buffer.dtype)
-        if (
-            isinstance(index, E.Ramp)
-            and isinstance(index.stride, E.IntImm)
-            and index.stride.value == 1
-        ):
+        if _unit_stride(index):
             return self.builder.gep(base, [self.expr(index.base)], source_etype=elem), True
         idx = self.expr(index)
         ptr = self.builder.gep(base, [idx], source_etype=elem)
@@ -452,7 +448,7 @@ class FunctionCodegen:
         align = dt.element.itemsize
         mt = memory_type(dt)
         if e.predicate is not None and lanes > 1 and not self.mcg.target.masked_loads_are_safe:
-            v = self._guarded_gather(e, mt, align)
+            v = self._edge_safe_masked_load(e, mt, align)
         elif self._strided_stride(e) is not None:
             v = self._strided_load(e, mt, align)
         else:
@@ -549,6 +545,16 @@ class FunctionCodegen:
         whole.add_incoming(part, part_block)
         return whole
 
+    def _edge_safe_masked_load(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
+        """A predicated load for a target whose masked loads may touch masked-off lanes: a
+        contiguous one as HVX aligned-block loads (codegen/llvm/hvx.py), else a guarded
+        gather."""
+        index = self._flat_index(e)
+        if _unit_stride(index) and hvx.handles(self.mcg.target, mt):
+            ptr, _ = self.address(e.buffer, index)
+            return hvx.masked_load(self, ptr, self._mask(e.predicate, e.dtype.lanes), mt)
+        return self._guarded_gather(e, mt, align)
+
     def _guarded_gather(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
         """A predicated load that touches only valid elements: masked-off lanes read element 0
         of the buffer, and their value is replaced by zero."""
@@ -590,7 +596,10 @@ class FunctionCodegen:
             return
         mask = self._mask(s.predicate, dt.lanes)
         if not self.mcg.target.masked_loads_are_safe:
-            self._store_lane_by_lane(value, ptr, contiguous, mask, dt, align)
+            if contiguous and hvx.handles(self.mcg.target, value.type):
+                hvx.masked_store(self, value, ptr, mask)
+            else:
+                self._store_lane_by_lane(value, ptr, contiguous, mask, dt, align)
             return
         kind = "store" if contiguous else "scatter"
         self.intrinsic(
@@ -602,7 +611,8 @@ class FunctionCodegen:
 
     def _store_lane_by_lane(self, value, ptr, contiguous: bool, mask, dt, align: int) -> None:
         """A predicated or scattered vector store as one guarded scalar store per lane: LLVM's
-        Hexagon back end cannot select every masked store (it aborts), so loom gives it none."""
+        Hexagon back end cannot select every masked store (it aborts), so loom gives it only
+        masked stores of whole aligned HVX vectors (hvx.masked_store) and emits the others so."""
         element = memory_type(dt.element)
         for lane in range(dt.lanes):
             k = ir.Constant(I32, lane)
@@ -845,3 +855,10 @@ class FunctionCodegen:
     def s_Allocate(self, s: S.Allocate) -> None:
         self.distinct.add(s.buffer.data)
         self.mcg.allocate(self, s)
+
+
+def _unit_stride(index: PrimExpr) -> bool:
+    """Whether a vector index is a ramp of stride 1 (a contiguous access)."""
+    return (
+        isinstance(index, E.Ramp) and isinstance(index.stride, E.IntImm) and index.stride.value == 1
+    )
