@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from loom.errors import DeviceError, LoomError
-from loom.runtime.device import emulator, protocol, runtime_path
+from loom.runtime.device import protocol, runtime_path
+from loom.runtime.device.emulation import Emulation, emulation
 from loom.runtime.device.protocol import Command, Memory
 
 DEFAULT_TIMEOUT = 120.0
@@ -152,10 +153,21 @@ class Session:
     """A connection to one device runtime; safe to share between threads (hold `lock` to make
     several requests one unit that no other thread's request comes between)."""
 
-    def __init__(self, connect: Callable[[], object], name: str, timeout: float):
+    def __init__(
+        self,
+        connect: Callable[[], object],
+        name: str,
+        timeout: float,
+        emulation: Emulation | None = None,
+        cpu: str | None = None,
+    ):
         self._connect = connect
         self.name = name
         self.timeout = timeout
+        self.emulation = emulation
+        """The qemu emulator a simulator session runs the runtime under; None over TCP."""
+        self.cpu = cpu
+        """The core a simulator session emulates ("v73"), or None (qemu's default model)."""
         self.generation = 0
         self.transport = None
         self.closed = True
@@ -182,15 +194,18 @@ class Session:
         vtcm_size: int | None = None,
         heap_size: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cpu: str | None = None,
     ) -> Session:
-        """Start the device runtime for `isa` under its qemu user emulator."""
-
-        argv = [emulator(isa), str(runtime_path(isa))]
+        """Start the device runtime for `isa` under its qemu user emulator, as the core `cpu`
+        (Hexagon: "v66" ... "v73"; by default the newest the emulator runs)."""
+        emu = emulation(isa)
+        cpu = emu.check_cpu(cpu)
+        argv = [emu.path, *emu.cpu_arguments(cpu), str(runtime_path(isa))]
         if vtcm_size is not None:
             argv += ["--vtcm", str(int(vtcm_size))]
         if heap_size is not None:
             argv += ["--heap", str(int(heap_size))]
-        return Session(lambda: _PipeTransport(argv), f"{isa}-sim", timeout)
+        return Session(lambda: _PipeTransport(argv), f"{isa}-sim", timeout, emu, cpu)
 
     @staticmethod
     def connect(host: str, port: int, timeout: float = DEFAULT_TIMEOUT) -> Session:
@@ -270,6 +285,10 @@ class Session:
         return self.request(Command.READ, protocol.pack_read(address, nbytes))
 
     def load_module(self, shared_object: bytes) -> int:
+        """Load a device library; a simulator session first refuses, with a LoomError, a module
+        its emulator cannot run (emulation.Emulation.check_module)."""
+        if self.emulation is not None:
+            self.emulation.check_module(shared_object, self.cpu)
         return protocol.unpack_module_id(self.request(Command.LOAD_MODULE, shared_object))
 
     def unload_module(self, module_id: int) -> None:
@@ -329,7 +348,8 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.hello.description
-        return f"<loom.Session {self.name}: {state}>"
+        core = f" ({self.cpu} under {self.emulation.describe()})" if self.emulation else ""
+        return f"<loom.Session {self.name}{core}: {state}>"
 
 
 def _memory(memory: str) -> Memory:
@@ -430,13 +450,18 @@ def device(
     vtcm_size: int | None = None,
     heap_size: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    cpu: str | None = None,
 ) -> Session:
-    """A device session: "hexagon-sim" / "aarch64-sim" start the device runtime under qemu;
-    "hexagon" / "aarch64" with host= and port= connect to a runtime listening on TCP."""
+    """A device session: "hexagon-sim" / "aarch64-sim" start the device runtime under qemu
+    (as the core `cpu`: "v66" ... "v73" on Hexagon, by default the newest the installed
+    qemu-hexagon runs); "hexagon" / "aarch64" with host= and port= connect to a runtime
+    listening on TCP."""
     if kind.endswith("-sim"):
         if host is not None or port is not None:
             raise LoomError(f"device {kind!r} is a local simulator; host/port are for TCP")
-        return Session.simulator(kind[: -len("-sim")], vtcm_size, heap_size, timeout)
+        return Session.simulator(kind[: -len("-sim")], vtcm_size, heap_size, timeout, cpu)
+    if cpu is not None:
+        raise LoomError(f"cpu= is for simulators ('{kind}-sim'); a device over TCP is what it is")
     if host is None or port is None:
         raise LoomError(
             f"device {kind!r} needs host= and port= of a listening runtime (or use "

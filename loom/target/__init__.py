@@ -11,8 +11,10 @@ from loom.target.target import Target, as_target
 def hexagon(
     version: str = "v66", hvx: int = 128, vtcm_size: int = DEFAULT_VTCM_BYTES, opt_level: int = 3
 ) -> Target:
-    """A Hexagon target: `version` v66/v67 (run under qemu-hexagon) or v68/v69/v73 (compile
-    only here), HVX vector length in bytes (0: none), VTCM bytes."""
+    """A Hexagon target: `version` v66, v67, v68, v69, v71 or v73, HVX vector length in bytes
+    (0: none), VTCM bytes. Under qemu-hexagon 10 (`make setup`) code of every version runs,
+    except HVX floating point (v68+ float vectors), which is compile-only; QEMU 7.2 runs v66 and
+    v67 code only (docs/hexagon.md)."""
     return Target(f"hexagon -mcpu={version} -hvx={hvx} -vtcm={vtcm_size} -opt-level={opt_level}")
 
 

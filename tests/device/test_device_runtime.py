@@ -25,6 +25,7 @@ from loom.runtime.device import (
     runtime_path,
 )
 from loom.runtime.device import protocol as p
+from loom.runtime.device.emulation import INSTALL_QEMU_10, emulation
 from loom.runtime.device.protocol import Command, Memory
 
 TIMEOUT = 30.0  # seconds for one request, or for the runtime to start or exit
@@ -293,6 +294,8 @@ def libs(tmp_path_factory) -> dict[str, pathlib.Path]:
     return {
         "add": _library(tmp, "add", ADD_C, "hexagon"),
         "add_v68": _library(tmp, "add_v68", ADD_C, "hexagon", "-mv68"),
+        "add_v69": _library(tmp, "add_v69", ADD_C, "hexagon", "-mv69"),
+        "add_v65": _library(tmp, "add_v65", ADD_C, "hexagon", "-mv65"),
         "missing": _library(tmp, "missing", MISSING_C, "hexagon"),
         "support": _library(tmp, "support", SUPPORT_C, "hexagon"),
         "mem": _library(tmp, "mem", MEM_C, "hexagon"),
@@ -433,6 +436,24 @@ def test_load_lookup_call(dev, add_module):
     assert vtcm_after.in_use == vtcm_before.in_use
 
 
+@pytest.mark.parametrize("version", ["v68", "v69"])
+def test_newer_versions_load_and_run(dev, libs, version):
+    """The runtime (built for v66) loads modules of v66 to v73; the emulator decides what
+    runs (qemu-hexagon 10 runs these; which versions a qemu runs the session checks)."""
+    if emulation("hexagon").major < 10 and not os.environ.get("CI"):
+        pytest.skip(
+            f"qemu-hexagon {emulation('hexagon').version} runs v66/v67 only; {INSTALL_QEMU_10}"
+        )
+    module_id = dev.load(libs[f"add_{version}"])
+    add = dev.lookup(module_id, "add")
+    a, b = np.arange(100, dtype=np.int32), np.full(100, 3, np.int32)
+    status, payload, (c, q) = _run_add(dev, add, a, b, 5)
+    assert status == p.STATUS_OK, payload
+    np.testing.assert_array_equal(c, a + b)
+    np.testing.assert_array_equal(q, (a + b) // 5)
+    dev.ok(Command.UNLOAD_MODULE, p.pack_module_id(module_id))
+
+
 def test_a_failing_function_reports_the_device_last_error(dev, add_module):
     _, add = add_module
     status, payload, _ = _run_add(dev, add, np.ones(4, np.int32), np.ones(4, np.int32), 0)
@@ -485,8 +506,8 @@ def test_modules_are_refused_with_the_reason(dev, libs):
         "unresolved symbol 'loom_missing_function' in module: the hexagon device runtime does "
         "not export it"
     )
-    message = refused(libs["add_v68"].read_bytes())
-    assert "Hexagon v68" in message and "v66 and v67" in message
+    message = refused(libs["add_v65"].read_bytes())
+    assert "Hexagon v65" in message and "v66, v67, v68, v69, v71 and v73 code only" in message
     assert "64-bit little-endian ELF file" in refused(libs["add_aarch64"].read_bytes())
     assert "not an ELF file" in refused(b"hello world, not a module")
     assert "program headers" in refused(libs["add"].read_bytes()[:200])

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from loom import abi
 from loom.errors import LoomError
+from loom.runtime.device.hexagon_code import HEXAGON_VERSIONS
 from loom.runtime.native_lib import NATIVE_DIR, cache_dir, find_tool, run
 
 DEVICE_DIR = NATIVE_DIR / "device"
@@ -38,15 +39,22 @@ class Isa:
     machine: int
     emulator: str
     emulated_versions: tuple[int, ...] = ()
-    """ISA versions (the low bits of the ELF header's e_flags) the emulator runs; () for all."""
+    """ISA versions (the low bits of the ELF header's e_flags) the runtime loads modules of;
+    () for all. Which of them the installed emulator runs: loom.runtime.device.emulation."""
 
 
 ISAS: dict[str, Isa] = {
-    # v66: what Debian's qemu-hexagon 7.2 runs (it models a v67 core). -G0: no small-data
-    # (GP-relative) section, which neither a static freestanding program nor a shared object
-    # sets up.
+    # v66: the oldest version the runtime serves, whose code every newer core (and each of
+    # QEMU's -cpu models) runs, so one runtime build serves modules of v66 to v73. -G0: no
+    # small-data (GP-relative) section, which neither a static freestanding program nor a shared
+    # object sets up.
     "hexagon": Isa(
-        "hexagon", "hexagon-unknown-linux-musl", ("-mv66", "-G0"), 164, "qemu-hexagon", (0x66, 0x67)
+        "hexagon",
+        "hexagon-unknown-linux-musl",
+        ("-mv66", "-G0"),
+        164,
+        "qemu-hexagon",
+        HEXAGON_VERSIONS,
     ),
     "aarch64": Isa("aarch64", "aarch64-linux-gnu", (), 183, "qemu-aarch64"),
 }
