@@ -5,8 +5,8 @@
 # this script adds that suite to apt's sources, pinned at priority 100 so that nothing else is
 # ever upgraded from it, and installs only qemu-user from it. When that fails (no network), QEMU
 # 7.2 is kept, the v68+ tests are skipped, and the command that installs QEMU 10 is printed.
-# Usage: ensure-debian-packages.sh  (idempotent, and silent when everything is in place; needs
-# root to install, else prints the commands)
+# Usage: ensure-debian-packages.sh  (idempotent: when everything is in place it only prints
+# qemu-hexagon's version; needs root to install, else prints the commands)
 set -euo pipefail
 
 QEMU_NEEDED=10
@@ -58,7 +58,11 @@ if [ "$codename" = bookworm ] && [ "$(qemu_major)" -lt $QEMU_NEEDED ]; then
 fi
 packages=$(printf '%s\n' "${missing[@]}" | sed '/^$/d' | sort -u | tr '\n' ' ')
 packages=${packages% }
-[ -z "$packages" ] && ! $backports && exit 0
+if [ -z "$packages" ] && ! $backports; then
+    # one line on every run: which emulator the Hexagon tests will use
+    echo "loom setup: $(qemu-hexagon --version | head -1)"
+    exit 0
+fi
 
 wanted=${packages:+Debian packages $packages}
 if $backports; then
