@@ -1,7 +1,9 @@
 """A quantized ONNX model split between the reference NPU and the host (docs/models.md,
 "Partitioning for a backend"): the NPU's graph patterns take its int8 convolutions and matrix
 product, the host keeps the pooling, the flattening and the layout changes; the result is bit
-for bit the model's integer arithmetic as the NPU defines it (halves rounded up).
+for bit the model's integer arithmetic as ONNX specifies it (requantization rounding halves to
+even, the NPU's NPU_ROUND_HALF_EVEN), checked against a numpy reference and against
+onnxruntime. The second input has exact ties, where rounding halves up would give other values.
 
 The model is built here with onnx.helper: x (int8, zero point 3) -> QLinearConv + Relu ->
 MaxPool -> DequantizeLinear / Conv / Relu / QuantizeLinear -> Flatten -> QLinearMatMul -> y.
@@ -15,6 +17,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 import loom
@@ -23,10 +26,16 @@ from loom.backend.npu import simulator as npu_sim
 TITLE = "an int8 ONNX model on the reference NPU and the host, simulated"
 
 
-def requantize(acc, multiplier, shift, relu):
-    """docs/npu.md, mvout: (acc * M + 2^(S-1)) >> S of the int32 accumulator, saturated."""
-    x = acc.astype(np.int32).astype(np.int64)
-    y = np.clip((x * multiplier + ((1 << (shift - 1)) if shift else 0)) >> shift, -128, 127)
+def requantize(acc, multiplier, shift, relu, rounding="half_even"):
+    """docs/npu.md, mvout: acc * M / 2^S of the int32 accumulator rounded to the nearest
+    integer, halves to even (ONNX) or up, then saturated (and ReLU)."""
+    wide = acc.astype(np.int32).astype(np.int64) * multiplier
+    floor, rest, half = wide >> shift, wide & ((1 << shift) - 1), (1 << shift) // 2
+    if rounding == "half_even":
+        up = (rest > half) | ((rest == half) & (floor % 2 == 1))
+    else:
+        up = rest >= half
+    y = np.clip(floor + (up if shift else 0), -128, 127)
     return (np.maximum(y, 0) if relu else y).astype(np.int8)
 
 
@@ -118,14 +127,16 @@ def conv_nchw(x, w, bias, stride, pad, pad_value):
     return acc
 
 
-def integer_reference(x):
-    """The model in integers, as the NPU computes it: the zero point of x subtracted (3), the
-    requantization factors 7/2^11, 5/2^11 and 3/2^8 with halves rounded up."""
+def integer_reference(x, rounding="half_even"):
+    """The model in integers, as ONNX specifies it and the NPU computes it: the zero point of x
+    subtracted (3), the requantization factors 7/2^11, 5/2^11 and 3/2^8 applied exactly and
+    rounded, halves to even (or up, for comparison)."""
     acc1 = conv_nchw(x.astype(np.int64) - X_ZERO, W1, B1, 1, 1, 0)
-    r1 = requantize(acc1, 7, 11, True)
+    r1 = requantize(acc1, 7, 11, True, rounding)
     p1 = r1.reshape(1, 20, 6, 2, 6, 2).max(axis=(3, 5))
-    r2 = requantize(conv_nchw(p1, W2, B2, 2, 1, 0), 5, 11, True)
-    y = requantize(r2.reshape(1, -1).astype(np.int64) @ W3.astype(np.int64), 3, 8, False)
+    r2 = requantize(conv_nchw(p1, W2, B2, 2, 1, 0), 5, 11, True, rounding)
+    acc3 = r2.reshape(1, -1).astype(np.int64) @ W3.astype(np.int64)
+    y = requantize(acc3, 3, 8, False, rounding)
     return {"y": y, "r1": r1, "c2": r2}
 
 
@@ -133,11 +144,28 @@ def input_x(seed=0):
     return np.random.default_rng(seed).integers(-128, 128, (1, 3, 12, 12)).astype(np.int8)
 
 
+TIE_SEED = 2
+"""input_x(TIE_SEED) makes an exact tie in r1 whose floor is even: halves up gives one more."""
+
+
+def onnxruntime_outputs(model, x):
+    """The model's outputs as onnxruntime computes them (its CPU kernels, MLAS)."""
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return dict(zip(("y", "r1", "c2"), session.run(None, {"x": x})))
+
+
+def same(a, b):
+    return all(np.array_equal(a[name], b[name]) for name in a)
+
+
 def run() -> bool:
     """Compile the model for the NPU, print where each kernel runs, run it on the simulator and
-    check it against the integer reference; True if it matches."""
+    check it against the integer reference and onnxruntime; True if both match."""
     print(f"=== {TITLE}")
-    compiled = loom.compile(int8_model(), target="npu")
+    model = int8_model()
+    compiled = loom.compile(model, target="npu")
     for group in compiled.info.groups:
         print(f"  {group['kernel']}: {' + '.join(group['ops'])}  [{group['target']}]")
     for planned in compiled.memory_plan.pools:  # docs/memory-planning.md
@@ -147,14 +175,22 @@ def run() -> bool:
             f"{len(planned.placed)} buffers in {planned.size} bytes, lower bound "
             f"{planned.plan.lower_bound}"
         )
-    x = input_x(0)
-    npu_sim.reset()
-    got = compiled(x=x)
-    counters = npu_sim.counters()
-    want = integer_reference(x)
-    ok = all(np.array_equal(got[name], want[name]) for name in want)
-    verdict = "matches" if ok else "DOES NOT MATCH"
-    print(f"--- simulator: {verdict} the numpy integer reference (outputs {', '.join(want)})")
+    ok = True
+    for seed in (0, TIE_SEED):
+        x = input_x(seed)
+        npu_sim.reset()
+        got = compiled(x=x)
+        counters = npu_sim.counters()
+        want = integer_reference(x)
+        by_ort = onnxruntime_outputs(model, x)
+        up = integer_reference(x, "half_up")
+        ties = sum(int(np.sum(up[name] != want[name])) for name in want)
+        print(f"input_x({seed}): rounding halves up would change {ties} of its outputs")
+        for reference, outputs in (("the numpy integer reference", want), ("onnxruntime", by_ort)):
+            match = same(got, outputs)
+            ok = ok and match
+            verdict = "matches" if match else "DOES NOT MATCH"
+            print(f"--- simulator: {verdict} {reference} (outputs {', '.join(want)}), bit for bit")
     print(
         f"NPU: {counters['compute']} compute, {counters['mvin']} mvin, {counters['mvout']} mvout "
         f"instructions, {counters['macs']} MACs in {counters['cycles']} cycles\n"

@@ -52,4 +52,5 @@ def test_int8_model_example_splits_the_model_and_matches_its_integer_reference()
         check=True,
     ).stdout
     assert "--- simulator: matches the numpy integer reference" in out
+    assert "--- simulator: matches onnxruntime" in out
     assert "npu.conv2d  [npu]" in out and "MaxPool  [host]" in out

@@ -20,7 +20,8 @@ static void *run(void *arg) {
     memset(b, 1, sizeof b);
     for (int round = 0; round < ROUNDS; ++round) {
         if (npu_acquire() != 0) return arg;
-        int failed = npu_config_ld(NPU_DIM) || npu_config_st(NPU_DIM, 1, 0, 0) ||
+        int failed = npu_config_ld(NPU_DIM) ||
+                     npu_config_st(NPU_DIM, 1, 0, 0, NPU_ROUND_HALF_UP) ||
                      npu_mvin(a, 0, NPU_DIM, NPU_DIM) || npu_mvin(b, NPU_DIM, NPU_DIM, NPU_DIM) ||
                      npu_preload(NPU_DIM, NPU_DIM, NPU_DIM, NPU_ACC_BASE, NPU_DIM, NPU_DIM, 0) ||
                      npu_compute(0, NPU_DIM, NPU_DIM) ||

@@ -38,9 +38,12 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NPU_NATIVE = pathlib.Path(npu.__file__).parent / "native"
 
 
-def requantize(x: int, multiplier: int, shift: int, relu: bool) -> int:
-    """The document's requantization on exact integers (>> on a Python int floors)."""
-    y = (x * multiplier + ((1 << (shift - 1)) if shift > 0 else 0)) >> shift
+def requantize(x: int, multiplier: int, shift: int, relu: bool, rounding: int = 0) -> int:
+    """The document's requantization on exact integers (>> on a Python int floors): halves
+    up (rounding 0) or to even (1), written as a comparison with the half, not as mvout's sum."""
+    floor, rest = divmod(x * multiplier, 1 << shift)
+    half = (1 << shift) / 2  # 0.5 when shift is 0: no rest reaches it
+    y = floor + (rest > half or (rest == half and (rounding == 0 or floor % 2 == 1)))
     y = min(max(y, -128), 127)
     return max(y, 0) if relu else y
 
@@ -57,7 +60,9 @@ class Model:
         self.spad = np.zeros((SPAD_ROWS, DIM), np.int8)
         self.acc = np.zeros((ACC_ROWS, DIM), np.int32)
         # The defaults before any config instruction.
-        self.config = dict(stride_ld=0, stride_st=0, multiplier=1, shift=0, relu=0, dataflow=0)
+        self.config = dict(
+            stride_ld=0, stride_st=0, multiplier=1, shift=0, relu=0, dataflow=0, rounding=0
+        )
         self.pending: dict | None = None
         self.counters = dict.fromkeys(npu.COUNTERS, 0)
         self.timing = Timing()
@@ -74,8 +79,12 @@ class Model:
         self.timing.transfer("config_ld", LOAD)
         self._retire("config", 1, "load_busy")
 
-    def config_st(self, stride: int, multiplier: int, shift: int, relu: int) -> None:
-        self.config.update(stride_st=stride, multiplier=multiplier, shift=shift, relu=relu)
+    def config_st(
+        self, stride: int, multiplier: int, shift: int, relu: int, rounding: int = 0
+    ) -> None:
+        self.config.update(
+            stride_st=stride, multiplier=multiplier, shift=shift, relu=relu, rounding=rounding
+        )
         self.timing.transfer("config_st", STORE)
         self._retire("config", 1, "store_busy")
 
@@ -111,7 +120,7 @@ class Model:
         c = self.config
         for r in range(rows):
             values = [
-                requantize(int(x), c["multiplier"], c["shift"], bool(c["relu"]))
+                requantize(int(x), c["multiplier"], c["shift"], bool(c["relu"]), c["rounding"])
                 for x in self.acc[addr - ACC_BASE + r, :cols]
             ]
             start = offset + r * c["stride_st"]
@@ -169,9 +178,11 @@ class Both:
         npu.config_ld(stride)
         self.model.config_ld(stride)
 
-    def config_st(self, stride: int, multiplier: int = 1, shift: int = 0, relu: int = 0) -> None:
-        npu.config_st(stride, multiplier, shift, relu)
-        self.model.config_st(stride, multiplier, shift, relu)
+    def config_st(
+        self, stride: int, multiplier: int = 1, shift: int = 0, relu: int = 0, rounding: int = 0
+    ) -> None:
+        npu.config_st(stride, multiplier, shift, relu, rounding)
+        self.model.config_st(stride, multiplier, shift, relu, rounding)
 
     def config_ex(self, dataflow: int) -> None:
         npu.config_ex(dataflow)
@@ -518,12 +529,13 @@ def test_requantization_is_bit_exact(rng):
     exact = [int(v) for v in values]
     out = np.empty((DIM, DIM), np.int8)
     for multiplier in multipliers:
-        for shift in range(32):
+        for shift in range(npu.MAX_SHIFT + 1):
             for relu in (False, True):
-                npu.config_st(DIM, multiplier, shift, relu)
-                npu.mvout(out, ACC_BASE + 100, DIM, DIM)
-                expected = [requantize(x, multiplier, shift, relu) for x in exact]
-                assert out.ravel().tolist() == expected, (multiplier, shift, relu)
+                for rounding in (0, 1):
+                    npu.config_st(DIM, multiplier, shift, relu, rounding)
+                    npu.mvout(out, ACC_BASE + 100, DIM, DIM)
+                    expected = [requantize(x, multiplier, shift, relu, rounding) for x in exact]
+                    assert out.ravel().tolist() == expected, (multiplier, shift, relu, rounding)
 
 
 def test_requantization_rounds_half_up():
@@ -535,6 +547,55 @@ def test_requantization_rounds_half_up():
     npu.mvout(out, ACC_BASE, 1, DIM)
     # 5/4 = 1.25 -> 1, -5/4 -> -1, 6/4 = 1.5 -> 2, -6/4 = -1.5 -> -1, 7/4 -> 2, -7/4 -> -2
     assert out[:8].tolist() == [1, -1, 2, -1, 2, -2, 1, -1]
+    assert npu.config()["rounding"] == 0  # the default, named NPU_ROUND_HALF_UP
+    assert npu.ROUNDINGS == ("half_up", "half_even")
+
+
+def test_requantization_rounds_halves_to_even():
+    values = np.array([5, -5, 6, -6, 7, -7, 2, -2, 10, -10, 14, -14, 18, -18, 0, 1], np.int32)
+    npu.config_ld(0)
+    npu.mvin(values, ACC_BASE, 1, DIM)
+    npu.config_st(0, 1, 2, 0, "half_even")
+    assert npu.config()["rounding"] == 1
+    out = np.empty(DIM, np.int8)
+    npu.mvout(out, ACC_BASE, 1, DIM)
+    # 1.25 -> 1, 1.5 -> 2, -1.5 -> -2, 0.5 -> 0, -0.5 -> 0, 2.5 -> 2, 3.5 -> 4, 4.5 -> 4
+    assert out.tolist() == [1, -1, 2, -2, 2, -2, 0, 0, 2, -2, 4, -4, 4, -4, 0, 0]
+    npu.config_st(0, 1, 2, 0, 1)  # the value NPU_ROUND_HALF_EVEN is the same instruction
+    npu.mvout(out, ACC_BASE, 1, DIM)
+    assert out[:4].tolist() == [1, -1, 2, -2]
+
+
+def numpy_round_shift(v: np.ndarray, shift: int, even: bool) -> np.ndarray:
+    """v / 2^shift rounded, in numpy: np.round rounds halves to even, floor(x + 0.5) up (exact
+    in float64 for |v| < 2^52)."""
+    quotient = v.astype(np.float64) / 2.0**shift
+    return np.round(quotient) if even else np.floor(quotient + 0.5)
+
+
+@pytest.mark.parametrize("multiplier", [1, 3, 5, 7, 255])
+def test_both_roundings_match_numpy_at_ties_positive_and_negative(rng, multiplier):
+    out = np.empty((DIM, DIM), np.int8)
+    for shift in range(1, 32):
+        # x * M an odd multiple of 2^(shift - 1): every value is a tie, of either parity and
+        # sign, small enough not to saturate (and one pair that does)
+        limit = max(1, min(2**31 >> shift, 256 // multiplier))
+        odd = 2 * rng.integers(-limit, limit, DIM * DIM - 2, dtype=np.int64) + 1
+        ties = np.concatenate([odd * 2 ** (shift - 1), [2**31 - 2 ** (shift - 1)] * 2])
+        ties[-1] = -ties[-1]
+        ties = np.clip(ties, INT32_MIN, INT32_MAX).astype(np.int32)
+        npu.config_ld(DIM * 4)
+        npu.mvin(ties.reshape(DIM, DIM), ACC_BASE, DIM, DIM)
+        got = {}
+        for rounding, even in (("half_up", False), ("half_even", True)):
+            npu.config_st(DIM, multiplier, shift, 0, rounding)
+            npu.mvout(out, ACC_BASE, DIM, DIM)
+            wide = ties.astype(np.int64) * multiplier
+            expected = np.clip(numpy_round_shift(wide, shift, even), -128, 127)
+            np.testing.assert_array_equal(out.ravel(), expected, err_msg=f"{shift} {rounding}")
+            got[rounding] = out.copy()
+        # the roundings differ at the ties whose floor is even, about half of them
+        assert 0 < np.sum(got["half_up"] != got["half_even"]) < DIM * DIM
 
 
 # -- a matmul by hand -----------------------------------------------------------------------
@@ -755,16 +816,36 @@ ERRORS: list[tuple[str, Callable[[], None], str]] = [
         "npu_config_st: multiplier = -1 is outside 0 .. 2147483647",
     ),
     (
-        "shift 32",
-        lambda: npu.config_st(16, 1, 32, 0),
-        "npu_config_st: shift = 32 is outside 0 .. 31",
+        "shift 63",
+        lambda: npu.config_st(16, 1, 63, 0),
+        "npu_config_st: shift = 63 is outside 0 .. 62",
     ),
     (
         "shift -1",
         lambda: npu.config_st(16, 1, -1, 0),
-        "npu_config_st: shift = -1 is outside 0 .. 31",
+        "npu_config_st: shift = -1 is outside 0 .. 62",
     ),
     ("relu 2", lambda: npu.config_st(16, 1, 0, 2), "npu_config_st: relu = 2 is outside 0 .. 1"),
+    (
+        "rounding 2",
+        lambda: npu.config_st(16, 1, 1, 0, 2),
+        "npu_config_st: rounding = 2 is outside 0 .. 1 (0 rounds halves up, 1 halves to even)",
+    ),
+    (
+        "rounding -1",
+        lambda: npu.config_st(16, 1, 1, 0, -1),
+        "npu_config_st: rounding = -1 is outside 0 .. 1",
+    ),
+    (
+        "rounding name",
+        lambda: npu.config_st(16, 1, 1, 0, "even"),
+        "npu_config_st: rounding must be one of 'half_up', 'half_even', got 'even'",
+    ),
+    (
+        "rounding not int",
+        lambda: npu.config_st(16, 1, 1, 0, 1.5),
+        "npu_config_st: rounding must be an int",
+    ),
     ("dataflow 1", lambda: npu.config_ex(1), "npu_config_ex: dataflow = 1 is outside 0 .. 0"),
     ("dataflow -1", lambda: npu.config_ex(-1), "npu_config_ex: dataflow = -1 is outside 0 .. 0"),
     # simulator control, and what only Python can see

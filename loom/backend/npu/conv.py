@@ -63,12 +63,13 @@ def conv2d_nhwc(
     shift: int = 0,
     relu: bool = False,
     pad_value: int = 0,
+    rounding: str = "half_up",
 ) -> tuple[Schedule, list[Tensor]]:
     """out = requantize(conv2d(data, kernel) + bias): data (N, H, W, C) int8, kernel
-    (KH, KW, C, F) int8, bias (F,) int32, out (N, OH, OW, F) int8. Padding (with `pad_value`,
-    a quantized input's zero point) is done on the host; the output pixels are the rows of the
-    matrix product, the input channels (per kernel position) its reduction, the output
-    channels its columns."""
+    (KH, KW, C, F) int8, bias (F,) int32, out (N, OH, OW, F) int8, halves rounded as
+    `rounding` says ("half_up" or "half_even"). Padding (with `pad_value`, a quantized input's
+    zero point) is done on the host; the output pixels are the rows of the matrix product, the
+    input channels (per kernel position) its reduction, the output channels its columns."""
     stride, padding, pad_value = _check(data_shape, kernel_shape, stride, padding, pad_value)
     n, h, w, c = data_shape
     kh, kw, _, f = kernel_shape
@@ -88,7 +89,7 @@ def conv2d_nhwc(
         )
     else:
         padded = data
-    requant = {"multiplier": multiplier, "shift": shift, "relu": relu}
+    requant = {"multiplier": multiplier, "shift": shift, "relu": relu, "rounding": rounding}
     pw, oh, ow = w + 2 * padding, h + 2 * padding - kh + 1, w + 2 * padding - kw + 1
     rows = _grid_block(oh, pw, ow, kh, slices(c)) if stride == 1 else None
     if rows is not None:

@@ -9,13 +9,16 @@ loom/graph/passes/fold_qdq.py). `check` keeps on the host what the NPU cannot co
 - the input's zero point is folded into the bias (its weights' sums), and padding reads it;
 - a 2-D convolution with group 1, dilation 1, one stride and one padding on every side; a
   matrix product of a 2-D input and 2-D constant weights;
-- a requantization scale x_scale * w_scale / y_scale that is a multiplier / 2^shift with
-  multiplier < 2^31 and shift <= 31, and a folded bias that fits int32.
+- a requantization scale x_scale * w_scale / y_scale (float32, as onnxruntime computes it) that
+  is exactly a multiplier / 2^shift with multiplier < 2^31 and shift <= 62 (the NPU's
+  MAX_SHIFT: every float32 in [2^-39, 2^31) is), and a folded bias that fits int32.
 
-The NPU requantizes with that fixed-point multiplier and rounds halves up (docs/npu.md, mvout),
-as integer-only accelerators and TFLite do; ONNX rounds `acc * scale` half to even in floating
-point, so an NPU region can differ from the host's QLinearConv by one unit where the scaled
-value is exactly halfway (or, for a scale that is not a dyadic fraction, within 2^-31 of it).
+The NPU regions requantize with that fixed-point multiplier and round halves to even
+(`config_st`'s rounding NPU_ROUND_HALF_EVEN, docs/npu.md): y = round_half_even(acc * M / 2^S),
+ONNX's value in exact arithmetic. onnxruntime computes float32(acc) * scale in float32 and
+rounds that to nearest even (MlasRequantizeOutput), which is the exact value whenever
+|acc * M| < 2^24; the two agree bit for bit there (docs/models.md, "Partitioning for a backend",
+says where they can differ beyond it).
 
 `legalize` (the backend's graph pass at the phase "partitioned") rewrites each region into the
 NPU's own operators, `npu.conv2d` (NHWC data, (KH, KW, C, F) weights) and `npu.matmul`, with
@@ -38,19 +41,23 @@ from loom.ir.function import PrimFunc
 from loom.te.lower import lower_schedule
 
 from . import ops
+from .simulator import MAX_SHIFT
 
 CONV = "npu.conv2d"
 MATMUL = "npu.matmul"
 BACKEND_NAME = "npu"
+ROUNDING = "half_even"
+"""How an NPU region rounds halves when it requantizes: to even, as ONNX and onnxruntime."""
 
 
 def fixed_point(scale: float) -> tuple[int, int] | None:
-    """(multiplier, shift), multiplier / 2^shift closest to `scale` with 1 <= multiplier <
-    2^31 and 0 <= shift <= 31, in lowest terms; None if `scale` has no such form."""
+    """(multiplier, shift) with multiplier / 2^shift == `scale` exactly, 1 <= multiplier <
+    2^31 and 0 <= shift <= MAX_SHIFT (62), in lowest terms; None if `scale` has no such form
+    (the NPU would round a different ratio, so it could not give the model's integers)."""
     if not math.isfinite(scale) or scale <= 0:
         return None
     _, exponent = math.frexp(scale)  # scale = m * 2^exponent, 1/2 <= m < 1
-    shift = min(31, 31 - exponent)
+    shift = min(MAX_SHIFT, 31 - exponent)  # 31 significant bits, as a multiplier holds
     if shift < 0:
         return None
     multiplier = round(scale * 2.0**shift)
@@ -60,6 +67,8 @@ def fixed_point(scale: float) -> tuple[int, int] | None:
         return None
     while multiplier % 2 == 0 and shift > 0:
         multiplier, shift = multiplier // 2, shift - 1
+    if multiplier * 2.0**-shift != scale:  # both sides exact: a double has 53 bits
+        return None
     return multiplier, shift
 
 
@@ -108,7 +117,10 @@ def _quantization(graph: Graph, node: Node) -> dict | str:
     )
     fixed = fixed_point(scale)
     if fixed is None:
-        return f"the requantization scale {scale} has no multiplier / 2^shift form"
+        return (
+            f"the requantization scale {scale!r} is not exactly a multiplier / 2^shift "
+            f"(multiplier < 2^31, shift <= {MAX_SHIFT})"
+        )
     return {"multiplier": fixed[0], "shift": fixed[1], "x_zp": int(found["x_zp"])}
 
 
@@ -229,6 +241,7 @@ def _legalize_region(region: Node, graph: Graph, b: _Builder) -> None:
     relu = len(body.nodes) > 1
     out = body.nodes[-1].outputs[0]
     attrs = {k: params[k] for k in ("multiplier", "shift")} | {"relu": int(relu)}
+    attrs["rounding"] = ROUNDING
     w = b.constant(f"{region.name}.weights", params["weights"])
     bias = b.constant(f"{region.name}.bias", params["bias"])
     x = anchor.inputs[0]
@@ -282,6 +295,7 @@ def legalize(graph: Graph) -> Graph:
 def _schedule(node: Node, graph: Graph):
     attrs = {k: int(node.attr(k)) for k in ("multiplier", "shift")}
     attrs["relu"] = bool(node.attr("relu"))
+    attrs["rounding"] = str(node.attr("rounding", "half_up"))
     if node.op == CONV:
         return ops.conv2d_nhwc(
             graph.type_of(node.inputs[0]).shape,

@@ -52,11 +52,13 @@ def matmul(
     multiplier: int = 1,
     shift: int = 0,
     relu: bool = False,
+    rounding: str = "half_up",
     weights: str = "tile",
     block_rows: int | None = None,
     double_buffer: bool = True,
 ) -> tuple[Schedule, list[Tensor]]:
-    """C = requantize(A @ B + bias): A (m, k) int8, B (k, n) int8, bias (n,) int32, C int8.
+    """C = requantize(A @ B + bias): A (m, k) int8, B (k, n) int8, bias (n,) int32, C int8,
+    halves rounded as `rounding` says ("half_up" or "half_even", docs/npu.md, mvout).
 
     Weight-stationary streaming (docs/npu-strategies.md): A is cut into blocks of `block_rows`
     rows (default: the most that fit), each staged once in the scratchpad in DIM-column
@@ -88,7 +90,9 @@ def matmul(
         ),
         name="acc",
     )
-    C = te.compute((m, n), lambda i, j: requantize(acc[i, j], multiplier, shift, relu), name="C")
+    C = te.compute(
+        (m, n), lambda i, j: requantize(acc[i, j], multiplier, shift, relu, rounding), name="C"
+    )
     rows, double_a = _block_rows(m, k, weights, block_rows)
     s = te.create_schedule(C.op)
     s[acc].set_scope(ACC)

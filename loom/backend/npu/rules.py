@@ -2,7 +2,8 @@
 
 - `npu_mvin`: DRAM -> scratchpad (int8) or accumulator (int32): `config_ld(stride)` + `mvin`;
 - `npu_mvout`: accumulator -> DRAM through the requantization `mvout` performs
-  (`requantize(...)` in the compute rule): `config_st(stride, multiplier, shift, relu)` + `mvout`.
+  (`requantize(...)` in the compute rule): `config_st(stride, multiplier, shift, relu,
+  rounding)` + `mvout`.
 Rows of the NPU side must be consecutive rows of at most DIM elements; tiles at the edge of a
 tensor (guarded loops) become shorter transfers.
 """
@@ -16,6 +17,7 @@ from loom.ir.expr import Call, IntImm, PrimExpr
 from loom.memory.pragma import PragmaRule
 from loom.transform.lower_pragma import CopyNest
 
+from . import simulator as npu_sim
 from .arch import ACC, DIM, SPAD, instruction_call, row_address
 from .requant import match_requantize
 
@@ -90,8 +92,11 @@ def _mvout(nest: CopyNest) -> list[Call]:
         raise LoomError(f"npu_mvout writes int8, but {nest.dst.name} is {nest.dst.dtype}")
     rows, cols, stride = _shape(nest, "src", "npu_mvout")
     p = nest.params
+    rounding = npu_sim.rounding_code(p["rounding"], "npu_mvout")
     return [
-        instruction_call("npu_config_st", stride, p["multiplier"], p["shift"], int(p["relu"])),
+        instruction_call(
+            "npu_config_st", stride, p["multiplier"], p["shift"], int(p["relu"]), rounding
+        ),
         instruction_call(
             "npu_mvout",
             _host_address(nest, nest.dst, nest.dst_offset),

@@ -61,6 +61,7 @@ ACC_BASE = _ARCH["ACC_BASE"]
 BANDWIDTH = _ARCH["BANDWIDTH"]
 LOAD_LATENCY = _ARCH["LOAD_LATENCY"]
 STORE_LATENCY = _ARCH["STORE_LATENCY"]
+MAX_SHIFT = _ARCH["MAX_SHIFT"]
 
 
 def _names(prefix: str) -> tuple[str, ...]:
@@ -74,6 +75,9 @@ COUNTERS = _names("COUNTER_")
 
 CONFIG = _names("CONFIG_")
 """The names of npu_read_config's values, in its order (NPU_CONFIG_*)."""
+
+ROUNDINGS = _names("ROUND_")
+"""The names of mvout's roundings, by their value (NPU_ROUND_*): "half_up", "half_even"."""
 
 _INT32 = (-(2**31), 2**31 - 1)
 _UINT32 = (0, 2**32 - 1)
@@ -92,7 +96,7 @@ def library() -> ctypes.CDLL:
     i32, u32, ptr = ctypes.c_int32, ctypes.c_uint32, ctypes.c_void_p
     argtypes = {
         "npu_config_ld": [i32],
-        "npu_config_st": [i32, i32, i32, i32],
+        "npu_config_st": [i32, i32, i32, i32, i32],
         "npu_config_ex": [i32],
         "npu_mvin": [ptr, u32, i32, i32],
         "npu_mvout": [ptr, u32, i32, i32],
@@ -133,7 +137,7 @@ LIBRARY = abi.RuntimeLibrary(
         _instruction("npu_config_ld", "int32 stride", "the DRAM row stride of mvin, in bytes"),
         _instruction(
             "npu_config_st",
-            "int32 stride, int32 multiplier, int32 shift, int32 relu",
+            "int32 stride, int32 multiplier, int32 shift, int32 relu, int32 rounding",
             "the DRAM row stride of mvout (bytes) and its requantization",
         ),
         _instruction("npu_config_ex", "int32 dataflow", "the dataflow (0: weight stationary)"),
@@ -247,7 +251,8 @@ def _element(address: int) -> np.dtype:
 
 def reset() -> None:
     """Zero both memories and the counters, drop a pending preload, restore the default
-    configuration (strides 0, multiplier 1, shift 0, no ReLU, weight stationary)."""
+    configuration (strides 0, multiplier 1, shift 0, no ReLU, halves rounded up, weight
+    stationary)."""
     library().npu_reset()
 
 
@@ -296,8 +301,28 @@ def config_ld(stride: int) -> None:
     _run(library().npu_config_ld(_i32("npu_config_ld", "stride", stride)))
 
 
-def config_st(stride: int, multiplier: int = 1, shift: int = 0, relu: bool = False) -> None:
-    """Set mvout's DRAM row stride in bytes and its requantization."""
+def rounding_code(rounding: str | int, where: str = "npu_config_st") -> int:
+    """The value of a rounding named in ROUNDINGS ("half_up", "half_even"); an int is taken
+    as it is (the simulator checks it)."""
+    if isinstance(rounding, str):
+        if rounding not in ROUNDINGS:
+            raise LoomError(
+                f"{where}: rounding must be one of {', '.join(map(repr, ROUNDINGS))}, "
+                f"got {rounding!r}"
+            )
+        return ROUNDINGS.index(rounding)
+    return _i32(where, "rounding", rounding)
+
+
+def config_st(
+    stride: int,
+    multiplier: int = 1,
+    shift: int = 0,
+    relu: bool = False,
+    rounding: str | int = "half_up",
+) -> None:
+    """Set mvout's DRAM row stride in bytes and its requantization: multiplier, shift, ReLU
+    and the rounding of halves ("half_up" or "half_even", or its value NPU_ROUND_*)."""
     insn = "npu_config_st"
     _run(
         library().npu_config_st(
@@ -305,6 +330,7 @@ def config_st(stride: int, multiplier: int = 1, shift: int = 0, relu: bool = Fal
             _i32(insn, "multiplier", multiplier),
             _i32(insn, "shift", shift),
             _i32(insn, "relu", relu),
+            rounding_code(rounding, insn),
         )
     )
 

@@ -24,11 +24,11 @@ static int32_t acc[NPU_ACC_ROWS][NPU_DIM];
 
 /* What config_ld, config_st and config_ex set; the last values apply. */
 struct npu_config {
-    int32_t stride_ld, stride_st, multiplier, shift, relu, dataflow;
+    int32_t stride_ld, stride_st, multiplier, shift, relu, dataflow, rounding;
 };
 /* Before any config instruction (and after npu_reset): mvout requantizes as the identity
- * (then saturates), so the multiplier is 1, not 0. */
-#define DEFAULT_CONFIG {0, 0, 1, 0, 0, NPU_DATAFLOW_WS}
+ * (then saturates), so the multiplier is 1, not 0; halves round up. */
+#define DEFAULT_CONFIG {0, 0, 1, 0, 0, NPU_DATAFLOW_WS, NPU_ROUND_HALF_UP}
 static struct npu_config config = DEFAULT_CONFIG;
 
 /* What a preload leaves for the compute after it. A compute consumes it, so every compute
@@ -129,10 +129,19 @@ static int64_t shift_right(int64_t v, int32_t shift) {
     return v >= 0 ? v >> shift : ~(~v >> shift);
 }
 
-/* mvout's requantization, in int64: |x * M| < 2^62, so nothing overflows. */
+/* mvout's requantization, in int64: |x * M| < 2^62 and 2^(S-1) <= 2^61, so nothing overflows. The rounded
+ * quotient is floor((x * M + 2^(S-1)) / 2^S) (halves up), or with halves to even the same
+ * less one at an exact half whose floor is even: floor((x * M + 2^(S-1) - 1 + q_odd) / 2^S),
+ * q_odd the lowest bit of floor(x * M / 2^S). */
 static int8_t requantize(int32_t x) {
     int64_t y = (int64_t)x * config.multiplier;
-    if (config.shift > 0) y += (int64_t)1 << (config.shift - 1); /* round half up */
+    if (config.shift > 0) {
+        int64_t half = (int64_t)1 << (config.shift - 1);
+        if (config.rounding == NPU_ROUND_HALF_EVEN)
+            y += half - 1 + (int64_t)((uint64_t)shift_right(y, config.shift) & 1u);
+        else
+            y += half;
+    }
     y = shift_right(y, config.shift);
     if (y < -128) y = -128;
     if (y > 127) y = 127;
@@ -186,15 +195,21 @@ int32_t npu_config_ld(int32_t stride) {
     return 0;
 }
 
-int32_t npu_config_st(int32_t stride, int32_t multiplier, int32_t shift, int32_t relu) {
+int32_t npu_config_st(int32_t stride, int32_t multiplier, int32_t shift, int32_t relu,
+                      int32_t rounding) {
     const char *insn = "npu_config_st";
     if (check_value(insn, "multiplier", multiplier, 0, INT32_MAX) ||
-        check_value(insn, "shift", shift, 0, 31) || check_value(insn, "relu", relu, 0, 1))
+        check_value(insn, "shift", shift, 0, NPU_MAX_SHIFT) || check_value(insn, "relu", relu, 0, 1))
         return -1;
+    if (rounding != NPU_ROUND_HALF_UP && rounding != NPU_ROUND_HALF_EVEN)
+        return fail("npu_config_st: rounding = %d is outside 0 .. 1 (%d rounds halves up, %d "
+                    "halves to even)",
+                    (int)rounding, NPU_ROUND_HALF_UP, NPU_ROUND_HALF_EVEN);
     config.stride_st = stride;
     config.multiplier = multiplier;
     config.shift = shift;
     config.relu = relu;
+    config.rounding = rounding;
     retire_transfer(NPU_COUNTER_CONFIG, QUEUE_STORE, &NOTHING, 1);
     return 0;
 }
@@ -407,6 +422,7 @@ void npu_read_config(int32_t out[NPU_NCONFIG]) {
     out[NPU_CONFIG_SHIFT] = config.shift;
     out[NPU_CONFIG_RELU] = config.relu;
     out[NPU_CONFIG_DATAFLOW] = config.dataflow;
+    out[NPU_CONFIG_ROUNDING] = config.rounding;
 }
 
 int32_t npu_read_memory(uint32_t addr, int32_t rows, void *out) {

@@ -23,6 +23,15 @@
 /* The only dataflow. */
 #define NPU_DATAFLOW_WS 0
 
+/* mvout's rounding of x * multiplier / 2^shift (npu_config_st's `rounding`): halves up
+ * (toward +infinity, the default) or halves to the even neighbour (as ONNX specifies). */
+#define NPU_ROUND_HALF_UP 0
+#define NPU_ROUND_HALF_EVEN 1
+
+/* npu_config_st's largest shift: x * multiplier (|.| < 2^62) plus 2^(shift - 1) stays in
+ * int64, and every float32 scale ratio down to 2^-39 is exactly multiplier / 2^shift. */
+#define NPU_MAX_SHIFT 62
+
 /* Indices into npu_read_counters' output, in the documented order. */
 #define NPU_COUNTER_CYCLES 0
 #define NPU_COUNTER_BYTES_IN 1
@@ -47,11 +56,13 @@
 #define NPU_CONFIG_SHIFT 3
 #define NPU_CONFIG_RELU 4
 #define NPU_CONFIG_DATAFLOW 5
-#define NPU_NCONFIG 6
+#define NPU_CONFIG_ROUNDING 6
+#define NPU_NCONFIG 7
 
 /* Instructions. */
 int32_t npu_config_ld(int32_t stride);
-int32_t npu_config_st(int32_t stride, int32_t multiplier, int32_t shift, int32_t relu);
+int32_t npu_config_st(int32_t stride, int32_t multiplier, int32_t shift, int32_t relu,
+                      int32_t rounding);
 int32_t npu_config_ex(int32_t dataflow);
 int32_t npu_mvin(const void *dram, uint32_t addr, int32_t rows, int32_t cols);
 int32_t npu_mvout(void *dram, uint32_t addr, int32_t rows, int32_t cols);
