@@ -19,6 +19,7 @@ from loom.backend.cpu import (
 from loom.codegen.c import compile_c
 from loom.codegen.llvm import build_llvm, fast_math
 from loom.runtime.host_runtime import HOST_RUNTIME
+from loom.transform.cpu_prefetch_weights import cpu_prefetch_weights
 
 _LIBRARIES = [HOST_RUNTIME, abi.LIBM, abi.LIBC, abi.COMPILER_RUNTIME]
 _STRATEGIES = {"matmul": strategies.matmul, "elementwise": strategies.elementwise_kernel}
@@ -41,6 +42,11 @@ class LLVMBackend(Backend):
 
     def strategies(self):
         return _STRATEGIES
+
+    def passes(self):
+        """Software prefetch of the weights the hardware prefetcher does not follow
+        (loom/transform/cpu_prefetch_weights.py)."""
+        return [("flatten", cpu_prefetch_weights)]
 
     def graph_passes(self, target):
         """Constant convolution weights in blocks of their register tile's output channels for

@@ -56,7 +56,9 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   mobilenet_v2 lost 1.3 ms of 9 to them so). The split of the channels by C makes the
   rule's `m // C` and `m % C` the tile's loop variables; weights in blocks make the tile
   take the block's channels (the same tile on the machine the pass asked for, no division
-  on another);
+  on another); where the hardware prefetcher still does not follow them (a few bytes a
+  step, or a block read in one row tile), the CPU's pass cpu_prefetch_weights
+  (loom/transform/) prefetches them in software;
 - the loops outside the tile run in parallel when the kernel has enough work
   (group_schedules.PARALLEL_MIN_WORK).
 

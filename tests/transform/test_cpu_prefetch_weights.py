@@ -1,0 +1,267 @@
+"""cpu_prefetch_weights: a prefetch at the top of the innermost serial reduction loops (their
+body writes local accumulators only) that read a model's weights (a parameter every call
+passes a constant): of a slow stream (at most MAX_STEP_BYTES per iteration) PREFETCH_BYTES
+ahead; of a fast one read in blocks, the next block spread over the current block's
+iterations; clamped into the buffer; nothing else changes."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import loom
+from loom.ir import op
+from loom.ir.buffer import decl_buffer
+from loom.ir.expr import Call, Var
+from loom.ir.function import IRModule, PrimFunc
+from loom.ir.interpret import interpret
+from loom.ir.simplify import simplify
+from loom.ir.stmt import Allocate, Evaluate, For, ForKind, SeqStmt, seq
+from loom.ir.structural import assert_structural_equal
+from loom.ir.visitor import post_order_visit, substitute
+from loom.transform.cpu_prefetch_weights import (
+    MAX_STEP_BYTES,
+    MIN_BUFFER_BYTES,
+    PREFETCH_BYTES,
+    prefetch_func,
+    weight_parameters,
+)
+from loom.transform.pass_infra import PassContext
+
+STEPS = 4096
+CHANNELS = 4  # weights read per step: 16 bytes, a slow stream
+
+
+WEIGHTS = {1}  # W's position among the parameters
+
+
+def tile(weights_step: int = CHANNELS, write_weights: bool = False, scope: str = "local"):
+    """acc[o] += X[k] * W[k * weights_step + o] for o < CHANNELS (unrolled), k < STEPS, then
+    Y = acc: the reduction of a tile of 4 output channels reading its weights 16 bytes a step,
+    into accumulators in `scope`. Returns the function and the pieces of its reduction loop
+    (which `with_loop` puts back)."""
+    X = decl_buffer((STEPS,), "float32", "X")
+    W = decl_buffer((STEPS * weights_step,), "float32", "W")
+    Y = decl_buffer((CHANNELS,), "float32", "Y")
+    acc = decl_buffer((CHANNELS,), "float32", "acc", scope=scope)
+    k, o = Var("k"), Var("o")
+    update = acc.store(acc[o] + X[k] * W[k * weights_step + o], [o])
+    if write_weights:
+        update = seq(update, W.store(W[k * weights_step + o] * 1.0, [k * weights_step + o]))
+    body = For(o, op.const(0), op.const(CHANNELS), ForKind.UNROLLED, update)
+    loop = For(k, op.const(0), op.const(STEPS), ForKind.SERIAL, body)
+    return with_loop(X, W, Y, acc, loop), (X, W, Y, acc, k, body)
+
+
+def with_loop(X, W, Y, acc, loop) -> PrimFunc:
+    i = Var("i")
+    init = For(i, op.const(0), op.const(CHANNELS), ForKind.SERIAL, acc.store(op.const(0.0), [i]))
+    out = For(i, op.const(0), op.const(CHANNELS), ForKind.SERIAL, Y.store(acc[i], [i]))
+    return PrimFunc("tile", (X, W, Y), Allocate(acc, seq(init, loop, out)))
+
+
+def prefetch(buffer, index):
+    address = op.call_intrin("handle", "address_of", buffer[index])
+    return Evaluate(op.call_intrin("int32", "prefetch", address))
+
+
+def test_a_slow_stream_of_weights_is_prefetched_ahead():
+    func, (X, W, Y, acc, k, body) = tile()
+    ahead = PREFETCH_BYTES // (CHANNELS * 4)
+    index = op.max_(op.min_(k * CHANNELS + ahead * CHANNELS, STEPS * CHANNELS - 1), 0)
+    loop = For(k, op.const(0), op.const(STEPS), ForKind.SERIAL, SeqStmt((prefetch(W, index), body)))
+    assert_structural_equal(prefetch_func(func, WEIGHTS), with_loop(X, W, Y, acc, loop))
+
+
+def test_small_buffers_fast_streams_written_buffers_and_activations_are_left_alone():
+    func, _ = tile()
+    # X is a slow stream too, but of 16 KB (below MIN_BUFFER_BYTES), and not weights
+    assert STEPS * 4 < MIN_BUFFER_BYTES <= STEPS * CHANNELS * 4
+    assert_structural_equal(prefetch_func(func, {0}), func)
+    assert_structural_equal(prefetch_func(func, set()), func)  # W is not weights
+    fast, _ = tile(weights_step=MAX_STEP_BYTES // 4 + 1)  # more than MAX_STEP_BYTES a step
+    assert_structural_equal(prefetch_func(fast, WEIGHTS), fast)
+    written, _ = tile(write_weights=True)  # not read-only
+    assert_structural_equal(prefetch_func(written, WEIGHTS), written)
+
+
+def test_a_loop_that_writes_memory_is_no_reduction_into_a_tile():
+    func, _ = tile(scope="global")
+    assert_structural_equal(prefetch_func(func, WEIGHTS), func)
+
+
+def test_only_the_innermost_serial_loop_is_given_prefetches():
+    func, (X, W, Y, acc, k, body) = tile()
+    ahead = PREFETCH_BYTES // (CHANNELS * 4)
+    index = op.max_(op.min_(k * CHANNELS + ahead * CHANNELS, STEPS * CHANNELS - 1), 0)
+    r = Var("r")
+    loop = For(k, op.const(0), op.const(STEPS), ForKind.SERIAL, body)
+    twice = For(r, op.const(0), op.const(2), ForKind.SERIAL, loop)
+    inner = For(
+        k, op.const(0), op.const(STEPS), ForKind.SERIAL, SeqStmt((prefetch(W, index), body))
+    )
+    expected = with_loop(X, W, Y, acc, For(r, op.const(0), op.const(2), ForKind.SERIAL, inner))
+    assert_structural_equal(prefetch_func(with_loop(X, W, Y, acc, twice), WEIGHTS), expected)
+
+
+def test_the_weights_are_the_parameters_main_passes_constants():
+    """A model's lowering (loom/graph/lower.py) records main's constants; a kernel's
+    parameter is weights when every call passes one there."""
+    func, (X, W, Y, *_) = tile()
+    A, B, C, D = (decl_buffer((16,), "float32", n) for n in "ABCD")
+    calls = seq(
+        Evaluate(op.call_func("tile", A.data, B.data, C.data)),
+        Evaluate(op.call_func("tile", A.data, B.data, D.data)),
+        Evaluate(op.call_func("other", B.data, C.data)),
+        Evaluate(op.call_func("other", A.data, C.data)),
+    )
+    constants = ((B, None), (C, None))
+    main = PrimFunc("main", (A, D), calls, attrs=(("model.constants", constants),))
+    module = IRModule((main, func))
+    assert weight_parameters(module) == {"tile": {1}, "other": {1}}
+
+
+def test_the_prefetched_addresses_stay_inside_the_buffer():
+    """The interpreter checks a prefetch's address: the last iterations' prefetches past the
+    weights' end are clamped to their last element."""
+    func, _ = tile()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(STEPS).astype("float32")
+    w = rng.standard_normal(STEPS * CHANNELS).astype("float32")
+    y = np.zeros(CHANNELS, "float32")
+    interpret(prefetch_func(func, WEIGHTS), x, w, y)
+    want = (x[:, None].astype(np.float64) * w.reshape(STEPS, CHANNELS)).sum(axis=0)
+    np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-3)
+
+
+BLOCKS, ROWS, DEPTH, LANES = 3, 4, 256, 32  # 32 KB of weights per block, 128 bytes a step
+W_SIZE = BLOCKS * DEPTH * LANES
+
+
+def blocked(rows_in_index: bool = False):
+    """Y[b, r, l] = sum over k of X[r, k] * W[b, k, l]: for each block b of LANES channels and
+    each row tile r, a reduction over k into LANES accumulators (vectorized), reading the
+    block's weights a vector a step. With `rows_in_index`, the weights' index reads r too:
+    no block structure."""
+    X = decl_buffer((ROWS * DEPTH,), "float32", "X")
+    W = decl_buffer((W_SIZE,), "float32", "W")
+    Y = decl_buffer((BLOCKS * ROWS * LANES,), "float32", "Y")
+    acc = decl_buffer((LANES,), "float32", "acc", scope="local")
+    b, r, k, lane, i = Var("b"), Var("r"), Var("k"), Var("l"), Var("i")
+    w_index = b * (DEPTH * LANES) + k * LANES + lane
+    if rows_in_index:
+        w_index = w_index + r
+    update = acc.store(acc[lane] + X[r * DEPTH + k] * W[w_index], [lane])
+    lanes = For(lane, op.const(0), op.const(LANES), ForKind.VECTORIZED, update)
+    init = For(i, op.const(0), op.const(LANES), ForKind.SERIAL, acc.store(op.const(0.0), [i]))
+    out = For(
+        i,
+        op.const(0),
+        op.const(LANES),
+        ForKind.SERIAL,
+        Y.store(acc[i], [(b * ROWS + r) * LANES + i]),
+    )
+
+    def build(reduction_body):
+        reduction = For(k, op.const(0), op.const(DEPTH), ForKind.SERIAL, reduction_body)
+        tile = Allocate(acc, seq(init, reduction, out))
+        rows = For(r, op.const(0), op.const(ROWS), ForKind.SERIAL, tile)
+        blocks = For(b, op.const(0), op.const(BLOCKS), ForKind.PARALLEL, rows)
+        return PrimFunc("tile", (X, W, Y), blocks)
+
+    return build, lanes, (W, b, r, k, lane)
+
+
+def test_a_fast_stream_read_in_blocks_prefetches_the_next_block_across_the_row_tiles():
+    build, lanes, (W, b, r, k, lane) = blocked()
+    # iteration (r, k) of block b prefetches element (r * DEPTH + k) * block / (ROWS * DEPTH)
+    # (rounded up: 8 elements a step) of the next block: a line every 2 steps, all of it by
+    # the block's end
+    block = DEPTH * LANES
+    per_step = -(-block // (ROWS * DEPTH))
+    assert per_step == 8
+    got = prefetch_func(build(lanes), WEIGHTS)
+    reduction = got.body.body.body.body.seq[1]
+    assert_structural_equal(reduction.body.seq[1], lanes)
+    address = reduction.body.seq[0].value.args[0].args[0]
+    assert address.buffer is W
+    for bb, rr, kk in ((0, 0, 0), (1, 3, 255), (2, 2, 17), (0, 1, 100)):
+        want = min((bb + 1) * block + (rr * DEPTH + kk) * per_step, W_SIZE - 1)
+        assert _value(address.indices[0], {b: bb, r: rr, k: kk}) == want
+
+
+def _value(e, values):
+    return simplify(substitute(e, {v: op.const(x) for v, x in values.items()})).value
+
+
+def test_a_fast_stream_without_blocks_is_left_alone():
+    build, lanes, _ = blocked(rows_in_index=True)  # the row tiles move the weights' index
+    func = build(lanes)
+    assert_structural_equal(prefetch_func(func, WEIGHTS), func)
+
+
+def test_the_next_blocks_addresses_stay_inside_the_buffer():
+    build, lanes, _ = blocked()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(ROWS * DEPTH).astype("float32")
+    w = rng.standard_normal(W_SIZE).astype("float32")
+    y = np.zeros(BLOCKS * ROWS * LANES, "float32")
+    interpret(prefetch_func(build(lanes), WEIGHTS), x, w, y)
+    want = np.einsum("rk,bkl->brl", x.reshape(ROWS, DEPTH), w.reshape(BLOCKS, DEPTH, LANES))
+    np.testing.assert_allclose(y.reshape(BLOCKS, ROWS, LANES), want, rtol=1e-3, atol=1e-3)
+
+
+def pointwise_model(channels: int = 576, filters: int = 96, size: int = 14) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((filters, channels, 1, 1)) / np.sqrt(channels)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])],
+        "pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
+    """mobilenet_v2's 1x1 convolution 576 -> 96 at 14x14 (conv_flat.py: 4 channels of a
+    block a step) reads its 221 KB of weights through the prefetch; the results are the
+    convolution's."""
+    prefetches = []
+
+    def count(mod):
+        for f in mod.functions:
+            post_order_visit(
+                f.body,
+                lambda e: (
+                    prefetches.append(e) if isinstance(e, Call) and e.op == "prefetch" else None
+                ),
+            )
+        return mod
+
+    model = pointwise_model()
+    with PassContext(config={"tir.add_lower_pass": [("vectorize", count)]}):
+        compiled = loom.compile(model, target="llvm")
+    assert prefetches
+    x = np.random.default_rng(1).standard_normal((1, 576, 14, 14)).astype("float32")
+    w = onnx.numpy_helper.to_array(model.graph.initializer[0])[:, :, 0, 0]
+    want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x)
+    np.testing.assert_allclose(compiled(x=x)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_c_backend_has_no_prefetch_pass():
+    prefetches = []
+
+    def count(mod):
+        for f in mod.functions:
+            post_order_visit(
+                f.body,
+                lambda e: (
+                    prefetches.append(e) if isinstance(e, Call) and e.op == "prefetch" else None
+                ),
+            )
+        return mod
+
+    with PassContext(config={"tir.add_lower_pass": [("vectorize", count)]}):
+        loom.compile(pointwise_model(), target="c")
+    assert not prefetches
