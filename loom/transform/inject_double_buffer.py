@@ -146,8 +146,9 @@ class _Inject(Mutator):
         if not isinstance(loop, For) or loop.loop_var is not s.node:
             # the loop ran once and simplify removed it: one copy suffices
             return self._wrap(kept, loop)
-        if loop.kind == ForKind.PARALLEL:
-            # its iterations run at once: each keeps its own buffer
+        if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+            # parallel or vectorized: its iterations run at once, so each keeps its own buffer
+            # (two copies shared by lanes i and i + 2 would overwrite each other)
             return self._wrap(kept, loop)
         parity = simplify(op.floormod(loop.loop_var - loop.min, IntImm(2, loop.loop_var.dtype)))
         body = loop.body

@@ -83,10 +83,10 @@ def test_a_copy_starts_where_the_scope_aligns_and_other_pragmas_stay_on_the_loop
     assert_structural_equal(inject_double_buffer(func(before)), func(expected))
 
 
-@pytest.mark.parametrize("kind", ["parallel", None])
+@pytest.mark.parametrize("kind", ["parallel", "vectorized", None])
 def test_a_parallel_loop_or_a_removed_loop_keeps_one_copy(kind):
-    """A parallel loop's iterations run at once (each keeps its own buffer); a loop of one
-    iteration that simplify removed has nothing to alternate."""
+    """A parallel or vectorized loop's iterations run at once (each keeps its own buffer); a
+    loop of one iteration that simplify removed has nothing to alternate."""
     i = Var("i")
 
     def before(A, B, scope, dtype):
@@ -193,3 +193,21 @@ def test_lowered_schedule_alternates_two_copies():
     assert "(floormod(i.outer, 2) * 16)" in text
     single = str(loom.lower(*staged_schedule(double_buffer=False), name="f"))
     assert "[16]" in single and "floormod" not in single
+
+
+def test_a_stage_double_buffered_at_a_vectorized_loop_keeps_its_lanes_apart():
+    """Two copies at a vectorized loop would be shared by lanes i and i + 2, each overwriting
+    the other's staged value: the loop keeps one buffer per lane, and the result is right."""
+    A = te.placeholder((64,), "float32", name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    A_l = s.cache_read(A, "local", [B])
+    _, xi = s[B].split(B.op.axis[0], factor=4)
+    s[A_l].compute_at(s[B], xi)
+    s[A_l].double_buffer()
+    s[B].vectorize(xi)
+    f = loom.build(s, [A, B], target="llvm")
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + 1)
