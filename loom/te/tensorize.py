@@ -172,9 +172,10 @@ class _Matcher:
 
 def _affine(
     index: PrimExpr, variables: list[Var], bounds: Mapping[Var, IntBound] | None = None
-) -> tuple[PrimExpr, list[PrimExpr]]:
-    """(offset, coefficient of each variable) of `index`; `bounds` (the ranges of the loops
-    around and inside the region) let floordiv/floormod by a tile size reduce."""
+) -> tuple[PrimExpr, list[PrimExpr], list[Var]]:
+    """(offset, coefficient of each variable, the variables `index` is not affine in) of
+    `index`; `bounds` (the ranges of the loops around and inside the region) let
+    floordiv/floormod by a tile size reduce."""
     zero = {v: IntImm(0, v.dtype) for v in variables}
     offset = simplify(substitute(index, zero), bounds)
     coefs = [
@@ -184,9 +185,16 @@ def _affine(
     rebuilt = offset
     for v, c in zip(variables, coefs):
         rebuilt = rebuilt + v * c
-    if simplify(index - rebuilt, bounds) != IntImm(0, index.dtype):  # e.g. floordiv(v, 8)
-        return offset, [index] * len(variables)  # not affine: no constant coefficients
-    return offset, coefs
+    if simplify(index - rebuilt, bounds) == IntImm(0, index.dtype):
+        return offset, coefs, []
+    # e.g. floordiv(k, 2): the variables whose own step is not constant, the others held
+    not_affine = []
+    for v in variables:
+        at0 = substitute(index, {v: IntImm(0, v.dtype)})
+        step = substitute(index, {v: IntImm(1, v.dtype)}) - at0
+        if simplify(index - (at0 + v * step), bounds) != IntImm(0, index.dtype):
+            not_affine.append(v)
+    return offset, coefs, not_affine or list(variables)
 
 
 def _intrinsic_pattern(load: ProducerLoad, axes: tuple[IterVar, ...]) -> dict[str, int]:
@@ -200,10 +208,10 @@ def _intrinsic_pattern(load: ProducerLoad, axes: tuple[IterVar, ...]) -> dict[st
     flat = IntImm(0)
     for index, stride in zip(load.indices, strides):
         flat = flat + index * stride
-    _, coefs = _affine(flat, [a.var for a in axes])
+    _, coefs, not_affine = _affine(flat, [a.var for a in axes])
     out = {}
     for axis, c in zip(axes, coefs):
-        if not isinstance(c, IntImm):
+        if not isinstance(c, IntImm) or axis.var in not_affine:
             raise ScheduleError(f"intrinsic: the index of {t.name} is not affine in {axis.name}")
         if c.value:
             out[axis.name] = c.value
@@ -236,7 +244,10 @@ def match_region(
 
     def region(load: ProducerLoad | None, ipattern: dict[str, int], what: str) -> Region:
         buf, index = flat_access(load)
-        offset, coefs = _affine(index, variables, ranges)
+        offset, coefs, not_affine = _affine(index, variables, ranges)
+        if not_affine:
+            loops = ", ".join(names[variables.index(v)] for v in not_affine)
+            raise m.fail(f"{what} (index {to_text(index)}) is not indexed affinely by loop {loops}")
         strides = {}
         for name, c in zip(names, coefs):
             if not isinstance(c, IntImm):

@@ -186,3 +186,40 @@ def test_wrong_dtype_and_tensorize_argument():
         r"\(a\[i, k\] \* b\[k, j\]\) \(int16\)",
     ):
         loom.lower(sch, args)
+
+
+def _gemm_indexed(a_index):
+    """An 8x8x8 matmul whose A is read at A[i, a_index(r)], tiled for the 4x4x4 intrinsic."""
+    A = te.placeholder((8, 8), "int32", name="A")
+    B = te.placeholder((8, 8), "int32", name="B")
+    r = te.reduce_axis(8, name="r")
+    C = te.compute((8, 8), lambda i, j: te.sum(A[i, a_index(r)] * B[r, j], axis=r), name="C")
+    s = te.create_schedule(C.op)
+    io, jo, ii, ji = s[C].tile(*C.op.axis, T, T)
+    ro, ri = s[C].split(C.op.reduce_axis[0], factor=T)
+    s[C].reorder(io, jo, ro, ii, ji, ri)
+    return s, [A, B, C], ii
+
+
+@pytest.mark.parametrize(
+    "a_index", [lambda r: r // 2, lambda r: (r + 1) % 8], ids=["floordiv", "rotated"]
+)
+def test_an_operand_not_affine_in_a_loop_is_refused_naming_that_loop(a_index):
+    """floordiv(r, 2) is not affine in the intrinsic's k: refused (it was read as constant in
+    k, a silently wrong match), and the error names k, not the first loop."""
+    s, args, ii = _gemm_indexed(a_index)
+    with pytest.raises(ScheduleError, match=r"is not indexed affinely by loop k$"):
+        s[args[2]].tensorize(ii, gemm_intrin())
+        loom.lower(s, args, name="mm")
+
+
+def test_an_index_affine_under_the_loop_ranges_matches():
+    """(r // 4) * 4 + r % 4 is r once the tile loops' ranges are known: tensorized, and the
+    result is the matmul's."""
+    s, args, ii = _gemm_indexed(lambda r: (r // 4) * 4 + r % 4)
+    s[args[2]].tensorize(ii, gemm_intrin())
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-9, 9, (8, 8)).astype(np.int32) for _ in range(2))
+    c = np.zeros((8, 8), np.int32)
+    loom.ir.interpret(loom.lower(s, args, name="mm"), a, b, c)
+    np.testing.assert_array_equal(c, a @ b)
