@@ -21,6 +21,7 @@ from loom.runtime.device.emulation import INSTALL_QEMU_10, Emulation
 from loom.runtime.device.hexagon_code import (
     HEXAGON_VERSIONS,
     HVX_FLOAT_ENCODINGS,
+    code_segments,
     hvx_float_instructions,
     hvx_float_word,
 )
@@ -292,3 +293,12 @@ def test_a_version_the_runtime_does_not_load_is_refused_by_the_session(dev, tmp_
         r"v68, v69, v71, v73",
     ):
         dev.load_module(library)
+
+
+def test_a_truncated_module_is_refused_with_a_loom_error():
+    """A file cut before its code segment: a LoomError naming the segment, not numpy's."""
+    v73 = loom.target.hexagon("v73")
+    so = loom.build(*integer_kernels(v73)[0][1], target=v73).shared_object
+    (offset, _), *_ = code_segments(so)
+    with pytest.raises(LoomError, match=r"program header \d+: its segment .* outside the file"):
+        hvx_float_instructions(so[: offset - 16])

@@ -27,10 +27,6 @@ if TYPE_CHECKING:  # loom.target imports this package (it registers the kind)
 
 TRIPLE = "hexagon-unknown-linux-musl"
 VERSIONS = ("v66", "v67", "v68", "v69", "v71", "v73")
-# What each qemu-hexagon runs: QEMU 7.2 (Debian bookworm's) v66/v67 code, QEMU 10 (bookworm-
-# backports, `make setup`) all of VERSIONS; neither implements HVX floating point (v68+), which
-# stays compile-only (loom.runtime.device.emulation refuses to load it into a simulator).
-SIMULATED = {7: ("v66", "v67"), 10: VERSIONS}
 DEFAULT_VTCM_BYTES = 256 * 1024
 VTCM_SCOPES = ("local.vtcm", "global.vtcm")
 
@@ -109,12 +105,6 @@ def check_vectors(mod) -> None:
                 f"function {func.name}: Hexagon code cannot have {reason} "
                 '(docs/hexagon.md, "Vector code")'
             )
-
-
-def runs_in_simulator(target: Target, qemu_major: int = 10) -> bool:
-    """Whether qemu-hexagon of that major version runs the target's integer and scalar code
-    (HVX floating point never runs under qemu)."""
-    return version(target) in SIMULATED[7 if qemu_major < 10 else 10]
 
 
 class HexagonBackend(Backend):

@@ -130,6 +130,11 @@ def code_segments(shared_object: bytes) -> list[tuple[int, int]]:
             raise LoomError(f"program header {k} lies outside the file")
         p_type, p_offset, _, _, p_filesz, _, p_flags, _ = struct.unpack_from("<8I", data, at)
         if p_type == _PT_LOAD and p_flags & _PF_X:
+            if p_offset > len(data):
+                raise LoomError(
+                    f"program header {k}: its segment (offset 0x{p_offset:x}) lies outside "
+                    f"the file ({len(data)} bytes)"
+                )
             segments.append((p_offset, min(p_filesz, max(0, len(data) - p_offset))))
     return segments
 
