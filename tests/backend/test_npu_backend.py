@@ -19,6 +19,7 @@ from loom.runtime.native_lib import cache_dir
 from loom.transform import module_pass
 
 from . import npu_reference as ref
+from .test_npu_strategies import run_conv
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DIM = npu_sim.DIM
@@ -55,17 +56,7 @@ def test_matmul_bit_exact(shape, relu):
     ],
 )
 def test_conv2d_bit_exact(data, kernel, stride, padding):
-    sch, args = npu.BACKEND.strategy(
-        "conv2d", data, kernel, stride=stride, padding=padding, multiplier=7, shift=10, relu=True
-    )
-    mod = loom.build(sch, args, target="npu", name="conv")
-    rng = np.random.default_rng(1)
-    x = rng.integers(-128, 128, data).astype(np.int8)
-    w = rng.integers(-128, 128, kernel).astype(np.int8)
-    bias = rng.integers(-5000, 5000, kernel[3]).astype(np.int32)
-    out = np.zeros(args[3].shape, np.int8)
-    mod["conv"](x, w, bias, out)
-    np.testing.assert_array_equal(out, ref.conv2d_nhwc(x, w, bias, stride, padding, 7, 10, True))
+    run_conv(data, kernel, stride, padding)  # checks against the numpy reference
 
 
 def test_npu_buffers_have_constant_addresses_and_no_host_allocation():
