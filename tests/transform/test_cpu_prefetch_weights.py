@@ -223,10 +223,9 @@ def pointwise_model(channels: int = 576, filters: int = 96, size: int = 14) -> o
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
-    """mobilenet_v2's 1x1 convolution 576 -> 96 at 14x14 (conv_flat.py: 4 channels of a
-    block a step) reads its 221 KB of weights through the prefetch; the results are the
-    convolution's."""
+def prefetches_of(model, target: str):
+    """The prefetch calls in the lowered kernels of `model` compiled for `target`, and the
+    compiled model."""
     prefetches = []
 
     def count(mod):
@@ -239,9 +238,17 @@ def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
             )
         return mod
 
-    model = pointwise_model()
     with PassContext(config={"tir.add_lower_pass": [("vectorize", count)]}):
-        compiled = loom.compile(model, target="llvm")
+        compiled = loom.compile(model, target=target)
+    return prefetches, compiled
+
+
+def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
+    """mobilenet_v2's 1x1 convolution 576 -> 96 at 14x14 (conv_flat.py: 4 channels of a
+    block a step) reads its 221 KB of weights through the prefetch; the results are the
+    convolution's."""
+    model = pointwise_model()
+    prefetches, compiled = prefetches_of(model, "llvm")
     assert prefetches
     x = np.random.default_rng(1).standard_normal((1, 576, 14, 14)).astype("float32")
     w = onnx.numpy_helper.to_array(model.graph.initializer[0])[:, :, 0, 0]
@@ -250,18 +257,5 @@ def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
 
 
 def test_the_c_backend_has_no_prefetch_pass():
-    prefetches = []
-
-    def count(mod):
-        for f in mod.functions:
-            post_order_visit(
-                f.body,
-                lambda e: (
-                    prefetches.append(e) if isinstance(e, Call) and e.op == "prefetch" else None
-                ),
-            )
-        return mod
-
-    with PassContext(config={"tir.add_lower_pass": [("vectorize", count)]}):
-        loom.compile(pointwise_model(), target="c")
+    prefetches, _ = prefetches_of(pointwise_model(), "c")
     assert not prefetches
