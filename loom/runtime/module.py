@@ -19,6 +19,7 @@ from loom.registry import Registry
 from loom.runtime.call import native_plan, prepare_call
 from loom.runtime.device import link_shared_object
 from loom.runtime.elf import elf_machine_of_triple, host_machine
+from loom.runtime.host_ndarray import host_buffers
 from loom.runtime.host_runtime import last_error
 from loom.runtime.library import SharedLibrary
 from loom.runtime.loaded import LoadedModule
@@ -45,7 +46,10 @@ class NativeFunction:
 
     def __call__(self, *args) -> None:
         status = None if self._run is None else self._run(args)
-        if status is None:  # an argument failed the fast checks: check it in detail
+        if status is None:  # an argument failed the fast checks: an NDArray, or a wrong one
+            args = host_buffers(args)
+            status = None if self._run is None else self._run(args)
+        if status is None:  # check it in detail
             prepared = prepare_call(self.signature, args)
             self._invoke(prepared.argv)
             prepared.finish()
@@ -58,7 +62,7 @@ class NativeFunction:
             raise LoomError(f"{self.name} failed (status {status}): {last_error()}")
 
     def time(self, args: tuple, number: int, repeat: int) -> TimeResult:
-        prepared = prepare_call(self.signature, args)
+        prepared = prepare_call(self.signature, host_buffers(args))
         self._invoke(prepared.argv)  # warm-up, and fail early
         results = []
         for _ in range(repeat):
@@ -84,6 +88,10 @@ class Module:
     """
 
     dso_exportable = False
+
+    entry_name = "__tvm_main__"
+    """TVM's name of a module's main function: `mod[mod.entry_name]` is the function
+    `mod(...)` calls (the module's only one)."""
 
     def __init__(
         self,
@@ -238,6 +246,10 @@ class NativeModule(Module):
         }
 
     def get_function(self, name: str) -> NativeFunction:
+        if name == self.entry_name and name not in self.signatures:
+            fn = self.get_function(self._entry_function())
+            self._functions[name] = fn
+            return fn
         if name not in self.signatures:
             raise LoomError(f"module has no function {name!r}; it has {self.function_names()}")
         if self.library is None:
@@ -256,13 +268,22 @@ class NativeModule(Module):
         fn = self._functions.get(name)  # `mod[name](...)` in a loop: the lookup is all it costs
         return fn if fn is not None else self.get_function(name)
 
-    def __call__(self, *args) -> None:
+    def _entry_function(self) -> str:
+        """The name of the function `mod(...)` and `mod[mod.entry_name]` call: the only one."""
         if len(self.signatures) != 1:
             raise LoomError(
                 f"module has {len(self.signatures)} functions "
                 f"{self.function_names()}; call one by name: mod[name](...)"
             )
-        self.get_function(next(iter(self.signatures)))(*args)
+        return next(iter(self.signatures))
+
+    @property
+    def entry_func(self) -> NativeFunction:
+        """The module's main function (TVM's `Module.entry_func`)."""
+        return self.get_function(self.entry_name)
+
+    def __call__(self, *args) -> None:
+        self.get_function(self._entry_function())(*args)
 
     def get_source(self, fmt: str = "ll") -> str:
         """Generated code: "ir" (the final loop IR), "ll" (LLVM IR), "asm", or "c"."""

@@ -36,6 +36,7 @@ from loom.errors import DeviceError, LoomError
 from loom.runtime.device import protocol, runtime_path
 from loom.runtime.device.emulation import Emulation, emulation
 from loom.runtime.device.protocol import Command, Memory
+from loom.runtime.device_handle import GPU_KINDS, Device, host_device, is_host_kind
 
 DEFAULT_TIMEOUT = 120.0
 _MEMORIES = {"heap": Memory.HEAP, "vtcm": Memory.VTCM}
@@ -443,7 +444,8 @@ class DeviceArray:
 
 
 def device(
-    kind: str = "hexagon-sim",
+    kind: str | int = "hexagon-sim",
+    dev_id: int = 0,
     *,
     host: str | None = None,
     port: int | None = None,
@@ -451,11 +453,22 @@ def device(
     heap_size: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     cpu: str | None = None,
-) -> Session:
+) -> Session | Device:
     """A device session: "hexagon-sim" / "aarch64-sim" start the device runtime under qemu
     (as the core `cpu`: "v66" ... "v73" on Hexagon, by default the newest the installed
     qemu-hexagon runs); "hexagon" / "aarch64" with host= and port= connect to a runtime
-    listening on TCP."""
+    listening on TCP. The host, "cpu", "llvm" or "c" (TVM's names), gives the handle
+    `loom.cpu(dev_id)` instead (loom/runtime/device_handle.py)."""
+    if is_host_kind(kind):
+        if any(v is not None for v in (host, port, vtcm_size, heap_size, cpu)):
+            raise LoomError(f"device {kind!r} is the host: it takes only dev_id")
+        return host_device(kind, dev_id)
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a device's name such as 'hexagon-sim', got {kind!r}")
+    if kind.partition(" ")[0] in GPU_KINDS:
+        raise LoomError(f"loom has no runtime for {kind!r} devices (no GPU support)")
+    if dev_id != 0:
+        raise LoomError(f"a device session is one device: dev_id must be 0, got {dev_id!r}")
     if kind.endswith("-sim"):
         if host is not None or port is not None:
             raise LoomError(f"device {kind!r} is a local simulator; host/port are for TCP")
