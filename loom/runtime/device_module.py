@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from loom.abi import FunctionSignature
 from loom.errors import LoomError
-from loom.runtime.device import elf_flags, isa_info
 from loom.runtime.loaded import LoadedModule
 from loom.runtime.module import Module
 from loom.runtime.session import Session
@@ -63,15 +62,7 @@ class DeviceModule(Module):
     def load_into(self, session: Session) -> LoadedModule:
         if self.shared_object is None:
             raise LoomError("this device module has not been linked (loom.build links it)")
-        version = elf_flags(self.shared_object) & 0xFFF
-        isa = isa_info(self.type_key)
-        if session.name.endswith("-sim") and isa.emulated_versions:
-            if version not in isa.emulated_versions:
-                runs = ", ".join(f"v{v:x}" for v in isa.emulated_versions)
-                raise LoomError(
-                    f"this module is for {self.type_key.capitalize()} v{version:x}, which is "
-                    f"compile-only here: {isa.emulator} runs {runs} code only"
-                )
+        # a simulator session refuses what its emulator cannot run (Session.load_module)
         with session.lock:  # the module id and the generation of one runtime
             return LoadedModule(self, session, session.load_module(self.shared_object))
 

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 from loom import abi
 from loom.errors import LoomError
-from loom.runtime.device.hexagon_code import HEXAGON_VERSIONS
 from loom.runtime.native_lib import NATIVE_DIR, cache_dir, find_tool, run
 
 DEVICE_DIR = NATIVE_DIR / "device"
@@ -38,9 +37,6 @@ class Isa:
     isa_flags: tuple[str, ...]
     machine: int
     emulator: str
-    emulated_versions: tuple[int, ...] = ()
-    """ISA versions (the low bits of the ELF header's e_flags) the runtime loads modules of;
-    () for all. Which of them the installed emulator runs: loom.runtime.device.emulation."""
 
 
 ISAS: dict[str, Isa] = {
@@ -54,7 +50,6 @@ ISAS: dict[str, Isa] = {
         ("-mv66", "-G0"),
         164,
         "qemu-hexagon",
-        HEXAGON_VERSIONS,
     ),
     "aarch64": Isa("aarch64", "aarch64-linux-gnu", (), 183, "qemu-aarch64"),
 }
