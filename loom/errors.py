@@ -1,8 +1,12 @@
 """The exception types every part of loom raises."""
 
 
-class LoomError(Exception):
-    """Base of every error loom raises on purpose: says what was expected, what was found, where."""
+class LoomError(RuntimeError):
+    """Base of every error loom raises on purpose: says what was expected, what was found, where.
+
+    A RuntimeError, as TVM's errors are (`tvm.error.TVMError`), so that a script written for
+    TVM that catches RuntimeError catches loom's errors too (docs/tvm-compat.md, "TE
+    behaviour")."""
 
 
 class ScheduleError(LoomError):

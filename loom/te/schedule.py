@@ -159,7 +159,14 @@ class Stage:
         if len(axes) == 1 and isinstance(axes[0], list | tuple):
             axes = tuple(axes[0])
         if not axes:
-            raise self._error("fuse needs at least one axis")
+            # TVM gives a new outermost loop of extent 1 (a "singleton"); loom's relations
+            # derive every loop from the stage's own axes, and a loop from nothing has no place
+            # there yet (docs/tvm-compat.md, "TE behaviour").
+            loops = [v.name for v in self.leaf_iter_vars]
+            hint = f"fuse some of its loops {loops}" if loops else "it has no loops (0-d)"
+            raise self._error(
+                f"fuse() of no axes (TVM's singleton loop of extent 1) is not supported; {hint}"
+            )
         for a in axes:
             self._check_leaf(a, "fuse")
         positions = [self.leaf_iter_vars.index(a) for a in axes]
