@@ -7,11 +7,12 @@ from collections.abc import Mapping
 
 from loom.abi import symbols as abi
 from loom.abi.signature import FunctionSignature, ParamSpec
+from loom.errors import LoomError
 from loom.ir.buffer import Buffer
-from loom.ir.expr import Call, Var
+from loom.ir.expr import Call, IntImm, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.stmt import BufferStore, LetStmt
-from loom.ir.visitor import children, node_kinds, visit_each_once
+from loom.ir.visitor import children, free_vars, node_kinds, visit_each_once
 from loom.transform.lower_parallel import is_task
 
 _ACTIVE = frozenset({BufferStore, LetStmt, Call})
@@ -93,6 +94,7 @@ def signature_of(
     params = []
     for p in func.params:
         if isinstance(p, Buffer):
+            _refuse_symbolic_shape(func, p)
             params.append(
                 ParamSpec(
                     p.name,
@@ -105,6 +107,21 @@ def signature_of(
         else:
             params.append(ParamSpec(p.name, str(p.dtype)))
     return FunctionSignature(func.name, tuple(params))
+
+
+def _refuse_symbolic_shape(func: PrimFunc, buf: Buffer) -> None:
+    """A signature holds constant shapes: a buffer with a symbolic dimension (te.var) gets the
+    clear error until a function binds its shape variables from the arguments at call time."""
+    if all(isinstance(d, IntImm) for d in buf.shape):
+        return
+    names = sorted({v.name for d in buf.shape for v in free_vars(d)})
+    shape = ", ".join(str(d) for d in buf.shape)
+    raise LoomError(
+        f"function {func.name}: argument {buf.name} has the symbolic shape ({shape}) "
+        f"(shape variable {', '.join(names)}): building kernels with symbolic shapes is not "
+        "supported yet (binding shape variables from the arguments at call time comes next); "
+        "loom.lower works with them, and loom.build needs constant shapes for now"
+    )
 
 
 def module_signatures(

@@ -36,6 +36,7 @@ from loom.te.operation import (
     placeholder,
     prod,
     reduce_axis,
+    size_var,
     sum,
     var,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "round",
     "select",
     "sigmoid",
+    "size_var",
     "sqrt",
     "sum",
     "tanh",

@@ -16,46 +16,75 @@ from loom.ir import op as irop
 from loom.ir.bound import IntBound, const_int_bound
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.interval import symbolic_interval
-from loom.ir.simplify import simplify
-from loom.ir.visitor import post_order_visit, substitute
-from loom.te.relations import relation_extents, relation_offsets, uncovered_splits
+from loom.ir.simplify import can_prove, simplify
+from loom.ir.visitor import free_vars, post_order_visit, substitute
+from loom.te.relations import as_extent, relation_extents, relation_offsets, uncovered_splits
 from loom.te.schedule import AttachType, Stage
-from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Reduce
+from loom.te.tensor import ComputeOp, Extent, IterVar, ProducerLoad, Reduce, is_size_var
 
 
 @dataclasses.dataclass
 class StageBounds:
-    """Where a stage's loops run: root ranges (start expression, constant extent), the extent of
-    every iteration variable, and each one's offset as an expression of the leaf loop vars."""
+    """Where a stage's loops run: root ranges (start expression, extent), the extent of every
+    iteration variable (an int, or an expression for a symbolic shape), and each one's offset as
+    an expression of the leaf loop vars."""
 
     root_min: dict[IterVar, PrimExpr]
-    extent: dict[IterVar, int]
+    extent: dict[IterVar, Extent]
     offset: dict[IterVar, PrimExpr]
 
     def root_value(self, iv: IterVar) -> PrimExpr:
         return simplify(self.root_min[iv] + self.offset[iv])
 
 
-def derive_extents(stage: Stage, root_extent: dict[IterVar, int]) -> dict[IterVar, int]:
+def derive_extents(stage: Stage, root_extent: dict[IterVar, Extent]) -> dict[IterVar, Extent]:
     """Extents of all iteration variables from the root extents, through splits and fuses."""
     return relation_extents(stage.relations, root_extent)
 
 
-def derive_offsets(stage: Stage, ext: dict[IterVar, int]) -> dict[IterVar, PrimExpr]:
+def derive_offsets(stage: Stage, ext: dict[IterVar, Extent]) -> dict[IterVar, PrimExpr]:
     """Each iteration variable's position in its range, as an expression of the leaf loops."""
     return relation_offsets(stage.relations, stage.leaf_iter_vars, ext)
 
 
-def split_guards(stage: Stage, bounds: StageBounds) -> list[PrimExpr]:
-    """Conditions `offset(parent) < extent(parent)` for splits whose factor does not divide."""
+def split_guards(
+    stage: Stage, bounds: StageBounds, var_bounds: dict[Var, IntBound] | None = None
+) -> list[PrimExpr]:
+    """Conditions `offset(parent) < extent(parent)` for splits whose factor does not divide
+    (or is not proven to divide a symbolic extent)."""
     return [
         irop.less(bounds.offset[rel.parent], bounds.extent[rel.parent])
-        for rel in uncovered_splits(stage.relations, bounds.extent)
+        for rel in uncovered_splits(stage.relations, bounds.extent, var_bounds)
     ]
 
 
+def loop_bound(extent: Extent) -> IntBound:
+    """The values of a loop variable running over [0, extent): [0, extent - 1], or [0, +inf)
+    for a symbolic extent (inside the loop the variable is never negative)."""
+    return IntBound(0, extent - 1) if isinstance(extent, int) else IntBound(0, None)
+
+
+def last_index(extent: Extent) -> PrimExpr:
+    """`extent - 1` as an expression."""
+    return IntImm(extent - 1) if isinstance(extent, int) else simplify(irop.sub(extent, 1))
+
+
 def leaf_var_bounds(stage: Stage, bounds: StageBounds) -> dict[Var, IntBound]:
-    return {iv.var: IntBound(0, bounds.extent[iv] - 1) for iv in stage.leaf_iter_vars}
+    return {iv.var: loop_bound(bounds.extent[iv]) for iv in stage.leaf_iter_vars}
+
+
+def shape_var_bounds(stages: list[Stage]) -> dict[Var, IntBound]:
+    """[0, +inf) for each te.size_var in the stages' shapes and reduction domains."""
+    found: dict[Var, IntBound] = {}
+    for stage in stages:
+        op = stage.op
+        exprs = [e for e in op.shape if isinstance(e, PrimExpr)]
+        exprs += [p for iv in op.reduce_axis for p in (iv.dom.min, iv.dom.extent)]
+        for e in exprs:
+            for v in free_vars(e):
+                if is_size_var(v):
+                    found[v] = IntBound(0, None)
+    return found
 
 
 def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr, ...]]:
@@ -79,13 +108,13 @@ def infer_bounds(
     `bodies` their rules with inlined stages substituted, `full_domain` the stages that must be
     computed entirely (outputs and arguments)."""
     result: dict[Stage, StageBounds] = {}
-    var_bounds: dict[Var, IntBound] = {}
+    var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
     for stage in reversed(stages):
         op = stage.op
         root_min: dict[IterVar, PrimExpr] = {}
-        root_ext: dict[IterVar, int] = {}
+        root_ext: dict[IterVar, Extent] = {}
         for iv in op.reduce_axis:
-            root_min[iv], root_ext[iv] = iv.dom.min, iv.dom.extent.value
+            root_min[iv], root_ext[iv] = iv.dom.min, as_extent(iv.dom.extent)
         if stage.attach_type == AttachType.SCOPE and stage not in full_domain:
             readers = [r for r in stages if reads_of(bodies[r], stage.op)]
             region = _region(stage, readers, result, bodies, var_bounds)
@@ -132,7 +161,7 @@ def _region(
     bounds: dict[Stage, StageBounds],
     bodies: dict[Stage, PrimExpr],
     var_bounds: dict[Var, IntBound],
-) -> list[tuple[PrimExpr, int]]:
+) -> list[tuple[PrimExpr, Extent]]:
     """(start, extent) per dimension of the region of `stage` read during one iteration of its
     attach loop, over all its readers."""
     if not readers:
@@ -144,16 +173,20 @@ def _region(
         rb = bounds[reader]
         values = {iv.var: rb.root_value(iv) for iv in reader.op.root_iter_vars}
         relax = {
-            iv.var: (IntImm(0), IntImm(bounds[_owner(iv, reader, stage)].extent[iv] - 1))
+            iv.var: (IntImm(0), last_index(bounds[_owner(iv, reader, stage)].extent[iv]))
             for iv in varying_loops(stage, reader)
         }
         for indices in reads_of(bodies[reader], stage.op):
             accesses.append((tuple(substitute(i, values) for i in indices), relax))
+    # symbolic_interval refuses an end it cannot check for overflow; a loop of symbolic extent
+    # has no upper bound to check with, so, as TVM does, its index arithmetic is assumed not to
+    # overflow (the loops of constant extent are still checked)
+    checkable = {v: b for v, b in var_bounds.items() if b.lo is not None and b.hi is not None}
     region = []
     for dim, extent in enumerate(stage.op.shape):
         lows, highs = [], []
         for indices, relax in accesses:
-            interval = symbolic_interval(indices[dim], relax, var_bounds)
+            interval = symbolic_interval(indices[dim], relax, checkable)
             if interval is None:
                 region.append((IntImm(0), extent))
                 break
@@ -173,8 +206,10 @@ def _owner(iv: IterVar, reader: Stage, stage: Stage) -> Stage:
 
 
 def _union(
-    lows: list[PrimExpr], highs: list[PrimExpr], extent: int, var_bounds: dict[Var, IntBound]
-) -> tuple[PrimExpr, int]:
+    lows: list[PrimExpr], highs: list[PrimExpr], extent: Extent, var_bounds: dict[Var, IntBound]
+) -> tuple[PrimExpr, Extent]:
+    """The region covering every [low, high]: its start and a constant size, or the whole
+    dimension [0, extent) when no smaller constant size can be proven."""
     lo, hi = lows[0], highs[0]
     for other in lows[1:]:
         lo = irop.min_(lo, other)
@@ -188,6 +223,8 @@ def _union(
         n = const_int_bound(size, var_bounds).hi
         if n is None:
             return IntImm(0), extent
-    if n >= extent:
+    if isinstance(extent, int) and n >= extent:
+        return IntImm(0), extent
+    if not isinstance(extent, int) and can_prove(irop.greater_equal(n, extent), var_bounds):
         return IntImm(0), extent
     return lo, max(n, 1)

@@ -19,10 +19,19 @@ from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.function import PrimFunc
+from loom.ir.interval import symbolic_interval
 from loom.ir.simplify import can_prove, simplify
 from loom.ir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, Stmt, seq, store
 from loom.ir.visitor import Mutator, free_vars, rename_vars, substitute
-from loom.te.bound import StageBounds, infer_bounds, leaf_var_bounds, split_guards
+from loom.te.bound import (
+    StageBounds,
+    infer_bounds,
+    last_index,
+    leaf_var_bounds,
+    loop_bound,
+    shape_var_bounds,
+    split_guards,
+)
 from loom.te.schedule import AttachType, Schedule, Stage
 from loom.te.tensor import (
     ComputeOp,
@@ -81,6 +90,7 @@ class _Lowering:
     buffers: dict[Stage, Buffer]
     bounds: dict[Stage, StageBounds]
     var_bounds: dict[Var, IntBound]
+    loop_extents: dict[Var, int | PrimExpr]  # every leaf loop variable's extent
 
     def region_starts(self, stage: Stage) -> list[PrimExpr]:
         if stage not in self.bounds:  # a placeholder
@@ -96,7 +106,9 @@ class _Lowering:
         values = {iv.var: bounds.root_value(iv) for iv in op.root_iter_vars}
         index = [simplify(bounds.offset[iv]) for iv in op.axis]
         buf = self.buffers[stage]
-        guards = split_guards(stage, bounds) + self.domain_guards(stage, bounds, values)
+        guards = split_guards(stage, bounds, self.var_bounds) + self.domain_guards(
+            stage, bounds, values
+        )
         body = self.bodies[stage]
         to_loads = _ReadsToLoads(self)
         if stage.tensorized is not None:
@@ -161,6 +173,13 @@ class _Lowering:
                     f"{child.attach_ivar.name} of {stage.name}, which "
                     f"tensorize replaces"
                 )
+        symbolic = [iv.name for iv in inner if not isinstance(bounds.extent[iv], int)]
+        if symbolic:
+            raise ScheduleError(
+                f"stage {stage.name}: tensorize needs loops of constant extent, but "
+                f"{symbolic} have symbolic extents; split them by a constant factor and "
+                "tensorize the inner loop"
+            )
         inner_vars = {iv.var for iv in inner}
         region_guards = [g for g in guards if free_vars(g) & inner_vars]
         guards = [g for g in guards if not free_vars(g) & inner_vars]
@@ -181,7 +200,7 @@ class _Lowering:
             flat_access,
             region_guards,
             # the ranges of the loops around the region simplify its operands' offsets
-            {iv.var: IntBound(0, bounds.extent[iv] - 1) for iv in leaves[:pos]},
+            {iv.var: loop_bound(bounds.extent[iv]) for iv in leaves[:pos]},
         )
         stmts = intrin.lower(call)
         needed = ("reset", "update") if isinstance(body, Reduce) else ("body",)
@@ -224,10 +243,31 @@ class _Lowering:
         guards = []
         for iv, extent in zip(stage.op.axis, stage.op.shape):
             v = values[iv.var]
-            for cond in (irop.greater_equal(v, 0), irop.less(v, extent)):
-                if not can_prove(cond, self.var_bounds):
-                    guards.append(cond)
+            if not can_prove(irop.greater_equal(v, 0), self.var_bounds):
+                guards.append(irop.greater_equal(v, 0))
+            if not self.below(v, extent):
+                guards.append(irop.less(v, extent))
         return guards
+
+    def below(self, v: PrimExpr, extent: int | PrimExpr) -> bool:
+        """True if `v < extent` holds wherever the loops of `v` run. A loop of symbolic extent
+        has no constant bound, so its variable is relaxed to [0, extent - 1] symbolically
+        (`i < n` inside the loop over n)."""
+        if can_prove(irop.less(v, extent), self.var_bounds):
+            return True
+        relax = {}
+        for var in free_vars(v):
+            loop_extent = self.loop_extents.get(var)
+            if loop_extent is not None and not isinstance(loop_extent, int):
+                relax[var] = (IntImm(0, var.dtype), last_index(loop_extent))
+        if not relax:
+            return False
+        interval = symbolic_interval(v, relax)
+        if interval is None:
+            return False
+        # as bound inference does, assume the index arithmetic does not overflow: compare the
+        # difference (`(n - 1) - n < 0`), since `n - 1 < n` fails for n at the dtype's minimum
+        return can_prove(irop.less(simplify(irop.sub(interval[1], extent)), 0), self.var_bounds)
 
     def loops(
         self,
@@ -254,8 +294,8 @@ class _Lowering:
                 stmt = self.attach_children(stage, iv, stmt)
             stmt = For(
                 iv.var,
-                IntImm(0),
-                IntImm(self.bounds[stage].extent[iv]),
+                IntImm(0, iv.var.dtype),
+                _loop_extent(self.bounds[stage].extent[iv], iv),
                 stage.loop_kinds.get(iv, ForKind.SERIAL),
                 stmt,
             )
@@ -280,16 +320,29 @@ class _Lowering:
         return stmt
 
 
+def _loop_extent(extent: int | PrimExpr, iv: IterVar) -> PrimExpr:
+    """A loop's extent in its variable's dtype."""
+    e = irop.convert(extent)
+    return e if e.dtype == iv.var.dtype else irop.cast(e, iv.var.dtype)
+
+
 def _guard(stmt: Stmt, conds: list[PrimExpr]) -> Stmt:
     if not conds:
         return stmt
     return IfThenElse(irop.likely(irop.all_(*conds)), stmt)
 
 
-def _strides(shape: tuple[int, ...], align: dict[int, tuple[int, int]]) -> tuple[int, ...]:
+def _strides(
+    name: str, shape: tuple[int | PrimExpr, ...], align: dict[int, tuple[int, int]]
+) -> tuple[int, ...]:
     """Row-major strides where dimension d's stride is `k * factor + offset` (storage_align)."""
     if not align:
         return ()
+    if not all(isinstance(d, int) for d in shape):
+        raise ScheduleError(
+            f"stage {name}: storage_align needs a buffer of constant shape, got "
+            f"{list(shape)}; loom does not align symbolic strides yet"
+        )
     strides = [0] * len(shape)
     stride = 1
     for d in range(len(shape) - 1, -1, -1):
@@ -337,7 +390,7 @@ def lower_schedule(sch: Schedule, args: Sequence[Tensor | Var], name: str) -> Pr
     stages = _lowered_stages(sch, bodies, arg_stages)
     _check_attachments(stages)
     bounds = infer_bounds(stages, bodies, set(arg_stages))
-    var_bounds: dict[Var, IntBound] = {}
+    var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
     for stage in stages:
         var_bounds.update(leaf_var_bounds(stage, bounds[stage]))
     buffers = dict(arg_stages)
@@ -351,19 +404,43 @@ def lower_schedule(sch: Schedule, args: Sequence[Tensor | Var], name: str) -> Pr
             stage.op.dtype,
             stage.name,
             scope=stage.scope,
-            strides=_strides(shape, stage.align),
+            strides=_strides(stage.name, shape, stage.align),
         )
-    lowering = _Lowering(sch, stages, bodies, buffers, bounds, var_bounds)
+    loop_extents = {
+        iv.var: bounds[stage].extent[iv] for stage in stages for iv in stage.leaf_iter_vars
+    }
+    lowering = _Lowering(sch, stages, bodies, buffers, bounds, var_bounds, loop_extents)
     roots = [s for s in stages if s.attach_type != AttachType.SCOPE or s in arg_stages]
     body = seq(*[lowering.stage_nest(s) for s in roots])
     for stage in reversed(roots):
         if stage not in arg_stages:
             body = Allocate(buffers[stage], body)
-    missing = {v for v in free_vars(body) if not v.dtype.is_handle} - set(params)
+    _check_scalars_defined(params, body)
+    return PrimFunc(name, tuple(params), body)
+
+
+def _check_scalars_defined(params: list[Buffer | Var], body: Stmt) -> None:
+    """Every scalar variable the function uses is a parameter, or a shape variable: a dimension
+    of an argument buffer that is a variable by itself (`te.var("n")` in `(n, 4)`), which that
+    argument's shape defines (as in TVM, where the caller's array gives `n`)."""
+    defined: set[Var] = set()
+    used = {v for v in free_vars(body) if not v.dtype.is_handle}
+    for p in params:
+        if isinstance(p, Var):
+            defined.add(p)
+            continue
+        for d in p.shape:
+            if isinstance(d, Var):
+                defined.add(d)
+            else:
+                used |= free_vars(d)
+    missing = used - defined
     if missing:
         names = sorted(v.name for v in missing)
-        raise LoweringError(f"scalar variables {names} are used but not in the argument list")
-    return PrimFunc(name, tuple(params), body)
+        raise LoweringError(
+            f"scalar variables {names} are used but not in the argument list (nor a dimension "
+            "of an argument's shape)"
+        )
 
 
 def _effective_bodies(sch: Schedule) -> dict[Stage, PrimExpr]:

@@ -9,6 +9,7 @@ from loom.abi.dtype import DataType
 from loom.errors import LoomError
 from loom.ir import op as irop
 from loom.ir.expr import IntImm, PrimExpr, Var
+from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit
 from loom.te.tensor import (
     CommReducer,
@@ -21,16 +22,18 @@ from loom.te.tensor import (
     Tensor,
     as_int,
     check_dtype,
+    is_scalar_integer_expr,
     make_axis,
     normalize_shape,
 )
+from loom.te.tensor import size_var as _size_var
 
 
 def placeholder(
     shape, dtype: str | DataType | None = "float32", name: str = "placeholder"
 ) -> Tensor:
-    """An input tensor. Its dimensions are ints (any integral: np.int64 too); dtype None means
-    float32, as in TVM."""
+    """An input tensor. Its dimensions are ints (any integral: np.int64 too) or scalar integer
+    expressions (te.var, te.size_var: a symbolic shape); dtype None means float32, as in TVM."""
     return PlaceholderOp(
         name, normalize_shape(shape, f"placeholder {name}"), check_dtype(dtype)
     ).output(0)
@@ -42,11 +45,22 @@ def var(name: str = "v", dtype: str | DataType | None = "int32") -> Var:
     return Var(name, check_dtype(dtype, "int32"))
 
 
+def size_var(name: str = "size", dtype: str | DataType | None = "int32") -> Var:
+    """A shape variable known to be non-negative (TVM's te.size_var): bound inference and the
+    simplifier may use that, e.g. to prove a split needs no guard."""
+    dt = check_dtype(dtype, "int32")
+    if not dt.is_integer:
+        raise TypeError(f"size_var {name} must have an integer dtype, got {dt}")
+    return _size_var(name, dt)
+
+
 def reduce_axis(dom, name: str = "rv") -> IterVar:
     """A reduction axis over `dom`: an int n (0..n-1), a (begin, end) pair, or a Range (ints may
-    be any integral, np.int64 too)."""
+    be any integral, np.int64 too; an extent or end may be an integer expression: te.var)."""
     if as_int(dom) is not None:
         rng = Range(IntImm(0), IntImm(as_int(dom)))
+    elif is_scalar_integer_expr(dom):
+        rng = Range(IntImm(0, dom.dtype), dom)
     elif isinstance(dom, Range):
         rng = dom
     elif isinstance(dom, tuple | list) and len(dom) == 2:
@@ -54,11 +68,15 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
     else:
         raise TypeError(f"reduce_axis domain must be an int, (begin, end) or Range, got {dom!r}")
     for part in (rng.min, rng.extent):
-        if not isinstance(part, IntImm):
-            raise LoomError(f"reduce_axis {name} needs a constant domain, got {rng}")
-    if rng.extent.value <= 0:
+        if part.dtype.is_vector or not part.dtype.is_integer or part.dtype.is_bool:
+            raise TypeError(
+                f"reduce_axis {name} domain must be scalar integers, got {rng} ({part.dtype})"
+            )
+    extent = as_int(simplify(rng.extent))
+    if extent is not None and extent <= 0:
         raise ValueError(f"reduce_axis {name} has an empty domain {rng}")
-    return IterVar(Var(name), rng, IterVarKind.REDUCE)
+    # a symbolic domain (0, n) runs no iterations when n <= 0, leaving the identity
+    return IterVar(Var(name, rng.extent.dtype), rng, IterVarKind.REDUCE)
 
 
 def _index_names(fcompute: Callable, ndim: int, name: str) -> list[str]:

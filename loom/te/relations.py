@@ -7,8 +7,10 @@ import dataclasses
 from collections.abc import Sequence
 
 from loom.ir import op as irop
-from loom.ir.expr import PrimExpr
-from loom.te.tensor import IterVar
+from loom.ir.bound import IntBound
+from loom.ir.expr import PrimExpr, Var
+from loom.ir.simplify import can_prove, simplify
+from loom.te.tensor import Extent, IterVar, as_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,14 +41,30 @@ def is_reduce_relation(rel: Relation) -> bool:
     return (rel.parent if isinstance(rel, Split) else rel.outer).is_reduce
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+def as_extent(e: PrimExpr) -> Extent:
+    """`e` simplified: an int if it is a constant, else the expression."""
+    e = simplify(e)
+    value = as_int(e)
+    return e if value is None else value
+
+
+def _ceil_div(a: Extent, b: Extent) -> Extent:
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return as_extent(irop.floordiv(irop.sub(irop.add(a, b), 1), b))
+
+
+def _product(a: Extent, b: Extent) -> Extent:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return as_extent(irop.mul(a, b))
 
 
 def relation_extents(
-    relations: Sequence[Relation], root_extent: dict[IterVar, int]
-) -> dict[IterVar, int]:
-    """Extents of all iteration variables from the root extents, through splits and fuses."""
+    relations: Sequence[Relation], root_extent: dict[IterVar, Extent]
+) -> dict[IterVar, Extent]:
+    """Extents of all iteration variables from the root extents, through splits and fuses
+    (ints where constant; a split of a symbolic extent gives `floordiv(n + f - 1, f)`)."""
     ext = dict(root_extent)
     for rel in relations:
         if isinstance(rel, Split):
@@ -56,12 +74,12 @@ def relation_extents(
             else:
                 ext[rel.outer], ext[rel.inner] = rel.nparts, _ceil_div(parent, rel.nparts)
         else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+            ext[rel.fused] = _product(ext[rel.outer], ext[rel.inner])
     return ext
 
 
 def relation_offsets(
-    relations: Sequence[Relation], leaves: Sequence[IterVar], ext: dict[IterVar, int]
+    relations: Sequence[Relation], leaves: Sequence[IterVar], ext: dict[IterVar, Extent]
 ) -> dict[IterVar, PrimExpr]:
     """Each iteration variable's position in its range, as an expression of the leaf loops."""
     off: dict[IterVar, PrimExpr] = {iv: iv.var for iv in leaves}
@@ -75,10 +93,21 @@ def relation_offsets(
     return off
 
 
-def uncovered_splits(relations: Sequence[Relation], ext: dict[IterVar, int]) -> list[Split]:
-    """Splits whose factor does not divide: their loops run past the parent's extent."""
+def _covers(rel: Split, ext: dict[IterVar, Extent], var_bounds) -> bool:
+    """True if the split's loops provably run no further than its parent's extent."""
+    outer, inner, parent = ext[rel.outer], ext[rel.inner], ext[rel.parent]
+    if isinstance(outer, int) and isinstance(inner, int) and isinstance(parent, int):
+        return outer * inner <= parent
+    return can_prove(irop.less_equal(irop.mul(outer, inner), parent), var_bounds)
+
+
+def uncovered_splits(
+    relations: Sequence[Relation],
+    ext: dict[IterVar, Extent],
+    var_bounds: dict[Var, IntBound] | None = None,
+) -> list[Split]:
+    """Splits whose loops may run past the parent's extent: a constant factor that does not
+    divide, or a symbolic extent not proven to be a multiple of it (`var_bounds` help prove)."""
     return [
-        rel
-        for rel in relations
-        if isinstance(rel, Split) and ext[rel.outer] * ext[rel.inner] > ext[rel.parent]
+        rel for rel in relations if isinstance(rel, Split) and not _covers(rel, ext, var_bounds)
     ]

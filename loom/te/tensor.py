@@ -19,7 +19,26 @@ from loom.errors import LoomError
 from loom.ir import op as irop
 from loom.ir.expr import ExprLike, IntImm, PrimExpr, Var
 from loom.ir.node import derived, node
+from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit
+
+Extent = int | PrimExpr
+"""A dimension or loop extent: an int when constant, else an expression (a symbolic shape)."""
+
+_size_var_ids: set[int] = set()
+"""The ids of the variables te.size_var made (a Var's id is unique in the process): shape
+variables known to be non-negative, as TVM's SizeVar."""
+
+
+def size_var(name: str, dt: DataType) -> Var:
+    """A new shape variable known to be non-negative."""
+    v = Var(name, dt)
+    _size_var_ids.add(v.id)
+    return v
+
+
+def is_size_var(v: Var) -> bool:
+    return v.id in _size_var_ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +92,7 @@ class Operation:
     """Base of placeholder and compute operations (one output each)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Extent, ...]
     dtype: DataType
 
     def output(self, index: int = 0) -> Tensor:
@@ -90,7 +109,7 @@ class Operation:
 
 
 class PlaceholderOp(Operation):
-    def __init__(self, name: str, shape: tuple[int, ...], dt: DataType):
+    def __init__(self, name: str, shape: tuple[Extent, ...], dt: DataType):
         self.name, self.shape, self.dtype = name, shape, dt
 
 
@@ -111,7 +130,7 @@ class ComputeOp(Operation):
         self.tag = tag
         self.attrs = dict(attrs or {})
         self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
-        self.shape = tuple(_const_extent(iv) for iv in axis)
+        self.shape = tuple(_extent(iv) for iv in axis)
         self.dtype = body.dtype
 
     @property
@@ -127,13 +146,10 @@ class ComputeOp(Operation):
         return ComputeOp(self.name, self.axis, body, self.tag, self.attrs)
 
 
-def _const_extent(iv: IterVar) -> int:
-    if not isinstance(iv.dom.extent, IntImm):
-        raise LoomError(
-            f"axis {iv.name} has symbolic extent {iv.dom.extent}; loom supports "
-            "constant shapes only"
-        )
-    return iv.dom.extent.value
+def _extent(iv: IterVar) -> Extent:
+    """An axis's extent: an int if constant, else its expression (a symbolic shape)."""
+    value = as_int(iv.dom.extent)
+    return iv.dom.extent if value is None else value
 
 
 class Tensor:
@@ -155,7 +171,7 @@ class Tensor:
         return self.op.name
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> tuple[Extent, ...]:
         return self.op.shape
 
     @property
@@ -269,11 +285,19 @@ def producer_tensors(e: PrimExpr) -> list[Tensor]:
     return list(found)
 
 
-def make_axis(shape: Sequence[int], names: Sequence[str]) -> tuple[IterVar, ...]:
-    return tuple(
-        IterVar(Var(n), Range(IntImm(0), IntImm(extent)), IterVarKind.DATA_PAR)
-        for n, extent in zip(names, shape)
-    )
+def make_axis(shape: Sequence[Extent], names: Sequence[str]) -> tuple[IterVar, ...]:
+    """The data-parallel axes of a shape; an axis of a symbolic extent has its extent's dtype."""
+    axes = []
+    for n, extent in zip(names, shape):
+        extent = irop.convert(extent)
+        axes.append(
+            IterVar(
+                Var(n, extent.dtype),
+                Range(IntImm(0, extent.dtype), extent),
+                IterVarKind.DATA_PAR,
+            )
+        )
+    return tuple(axes)
 
 
 def as_int(value) -> int | None:
@@ -289,20 +313,41 @@ def as_int(value) -> int | None:
         return None
 
 
-def normalize_shape(shape, what: str) -> tuple[int, ...]:
-    if as_int(shape) is not None:
+def is_scalar_integer_expr(value) -> bool:
+    return (
+        isinstance(value, PrimExpr)
+        and value.dtype.is_integer
+        and not value.dtype.is_vector
+        and not value.dtype.is_bool
+    )
+
+
+def normalize_shape(shape, what: str) -> tuple[Extent, ...]:
+    """A shape as a tuple of ints and, for symbolic dimensions, scalar integer expressions
+    (te.var / te.size_var and expressions of them; one that simplifies to a constant becomes
+    an int). A constant dimension must be positive."""
+    if as_int(shape) is not None or is_scalar_integer_expr(shape):
         shape = (shape,)
     try:
         dims = list(shape)
     except TypeError:
-        raise TypeError(f"{what} shape must be a tuple of ints, got {shape!r}") from None
-    out = []
+        raise TypeError(
+            f"{what} shape must be a tuple of ints or integer expressions (te.var), got {shape!r}"
+        ) from None
+    out: list[Extent] = []
     for s in dims:
+        if isinstance(s, ExprLike) and not isinstance(s, PrimExpr):
+            s = s.as_expr()
         n = as_int(s)
+        if n is None and is_scalar_integer_expr(s):
+            s = simplify(s)
+            n = as_int(s)
+            if n is None:
+                out.append(s)
+                continue
         if n is None:
             raise TypeError(
-                f"{what} shape must be a tuple of ints, got {s!r} (loom supports "
-                "constant shapes only)"
+                f"{what} shape must be a tuple of ints or integer expressions (te.var), got {s!r}"
             )
         if n <= 0:
             raise ValueError(f"{what} shape dimensions must be positive, got {n}")

@@ -33,13 +33,16 @@ def test_numpy_integers_are_shapes_and_domains(integral):
     np.testing.assert_allclose(out, a.sum(axis=1))
 
 
+_REFUSED = r"shape must be a tuple of ints or integer expressions \(te.var\)"
+
+
 @pytest.mark.parametrize(
     "shape, match",
     [
-        ((True,), r"shape must be a tuple of ints, got True"),
-        ((np.bool_(True),), r"shape must be a tuple of ints"),
-        ((np.float64(3.0),), r"shape must be a tuple of ints, got np.float64\(3.0\)"),
-        (None, r"shape must be a tuple of ints, got None"),
+        ((True,), _REFUSED + r", got True"),
+        ((np.bool_(True),), _REFUSED),
+        ((np.float64(3.0),), _REFUSED + r", got np.float64\(3.0\)"),
+        (None, _REFUSED + r", got None"),
     ],
 )
 def test_non_integral_shapes_are_still_refused(shape, match):
