@@ -21,8 +21,10 @@ from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.simplify import simplify
 from loom.ir.visitor import substitute
 from loom.te.relations import (
+    Extent,
     Relation,
     Split,
+    as_extent,
     is_reduce_relation,
     relation_extents,
     relation_offsets,
@@ -31,8 +33,9 @@ from loom.te.relations import (
 from loom.te.tensor import ComputeOp, IterVar, IterVarKind, ProducerLoad, Range, Reduce
 
 
-def _axis(name: str, extent: int, kind: IterVarKind) -> IterVar:
-    return IterVar(Var(name), Range(IntImm(0), IntImm(extent)), kind)
+def _axis(name: str, extent: Extent, kind: IterVarKind) -> IterVar:
+    e = irop.convert(extent)  # an int, or an expression of shape variables
+    return IterVar(Var(name, e.dtype), Range(IntImm(0, e.dtype), e), kind)
 
 
 def factor_ops(
@@ -47,11 +50,13 @@ def factor_ops(
     `relations` and `leaves` are the stage's; `factor_axis` is in 0..len(op.axis)."""
     body: Reduce = op.body
     reduce_relations = [r for r in relations if is_reduce_relation(r)]
-    ext = relation_extents(reduce_relations, {iv: iv.dom.extent.value for iv in op.reduce_axis})
+    ext = relation_extents(
+        reduce_relations, {iv: as_extent(iv.dom.extent) for iv in op.reduce_axis}
+    )
     reduce_leaves = [iv for iv in leaves if iv.is_reduce]
     offsets = relation_offsets(reduce_relations, reduce_leaves, ext)
 
-    data = tuple(_axis(iv.name, iv.dom.extent.value, IterVarKind.DATA_PAR) for iv in op.axis)
+    data = tuple(_axis(iv.name, as_extent(iv.dom.extent), IterVarKind.DATA_PAR) for iv in op.axis)
     factor = _axis(axis.name, ext[axis], IterVarKind.DATA_PAR)
     rf_axis = (*data[:factor_axis], factor, *data[factor_axis:])
     rest: list[IterVar] = []  # the other reduction loops, reduction axes of the rf stage

@@ -263,3 +263,20 @@ def test_tensorize_of_a_loop_of_symbolic_extent_is_refused():
         loom.ScheduleError, match=r"tensorize needs loops of constant extent, but \['i'\]"
     ):
         loom.lower(s, [A, B, C])
+
+
+def test_rfactor_of_a_symbolic_reduction():
+    """rfactor splits a reduction over (0, n): the partial sums run floordiv(n + 3, 4) times,
+    guarded, and the final stage sums the 4 partials."""
+    n = te.var("n")
+    A = te.placeholder((8, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=4)
+    s.rfactor(B, ki)
+    func = _func(loom.lower(s, [A, B]))
+    loops = _loops(func)
+    assert _same(loops["k.outer"].extent, op.floordiv(n + 3, 4))
+    assert _same(loops["k.inner.v"].extent, IntImm(4))
+    assert "if (@likely((((k.outer * 4) + k.inner) < n)))" in str(func)
