@@ -22,20 +22,19 @@ def run(s, args, *arrays, target="llvm"):
 
 
 # -- errors are RuntimeErrors --------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "error",
-    [
-        LoomError,
-        ScheduleError,
-        LoweringError,
-        InterpreterError,
-        DeviceError,
-        ArtifactError,
-        ProtocolError,
-        GraphError,
-        UnsupportedModelError,
-    ],
+LOOM_ERRORS = (
+    ScheduleError,
+    LoweringError,
+    InterpreterError,
+    DeviceError,
+    ArtifactError,
+    ProtocolError,
+    GraphError,
+    UnsupportedModelError,
 )
+
+
+@pytest.mark.parametrize("error", [LoomError, *LOOM_ERRORS])
 def test_every_loom_error_is_a_runtime_error(error):
     assert issubclass(error, RuntimeError)
     assert issubclass(error, LoomError)
@@ -49,16 +48,7 @@ def test_every_subclass_of_loom_error_is_listed_above():
             yield sub
             yield from subclasses(sub)
 
-    listed = {
-        ScheduleError,
-        LoweringError,
-        InterpreterError,
-        DeviceError,
-        ArtifactError,
-        ProtocolError,
-        GraphError,
-        UnsupportedModelError,
-    }
+    listed = set(LOOM_ERRORS)
     found = {c for c in subclasses(LoomError) if c.__module__.startswith("loom.")}
     assert found <= listed, f"unlisted LoomError subclasses: {found - listed}"
 
