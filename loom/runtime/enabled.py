@@ -12,9 +12,10 @@ import importlib.util
 import shutil
 
 from loom.errors import LoomError
+from loom.runtime.device_handle import GPU_KINDS
 
 HEXAGON_TOOLS = ("clang", "ld.lld", "qemu-hexagon")
-NEVER = ("cuda", "gpu", "nvptx", "cl", "opencl", "vulkan", "metal", "rocm", "webgpu", "rpc")
+NEVER = (*GPU_KINDS, "rpc")  # no GPU runtime, and no RPC
 
 
 def _llvm() -> bool:
