@@ -9,10 +9,23 @@ from loom.abi import symbols as abi
 from loom.abi.signature import FunctionSignature, ParamSpec
 from loom.errors import LoomError
 from loom.ir.buffer import Buffer
-from loom.ir.expr import Call, IntImm, Var
+from loom.ir.expr import (
+    Add,
+    Call,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    Sub,
+    Var,
+)
 from loom.ir.function import IRModule, PrimFunc
+from loom.ir.shape_vars import shape_params
 from loom.ir.stmt import BufferStore, LetStmt
-from loom.ir.visitor import children, free_vars, node_kinds, visit_each_once
+from loom.ir.visitor import children, node_kinds, visit_each_once
 from loom.transform.lower_parallel import is_task
 
 _ACTIVE = frozenset({BufferStore, LetStmt, Call})
@@ -91,37 +104,49 @@ def signature_of(
     `callees` are the signatures of functions it calls, `tasks` what the parallel tasks it
     launches write (see written_buffers)."""
     written = written_buffers(func, callees, tasks)
+    implicit = set(func.params[len(func.params) - shape_params(func) :])
     params = []
     for p in func.params:
         if isinstance(p, Buffer):
-            _refuse_symbolic_shape(func, p)
             params.append(
                 ParamSpec(
                     p.name,
                     str(p.dtype),
-                    p.const_shape(),
+                    tuple(_dimension(func, p, d) for d in p.shape),
                     p.alignment or alignment,
                     p.data in written,
                 )
             )
         else:
-            params.append(ParamSpec(p.name, str(p.dtype)))
+            params.append(ParamSpec(p.name, str(p.dtype), implicit=p in implicit))
     return FunctionSignature(func.name, tuple(params))
 
 
-def _refuse_symbolic_shape(func: PrimFunc, buf: Buffer) -> None:
-    """A signature holds constant shapes: a buffer with a symbolic dimension (te.var) gets the
-    clear error until a function binds its shape variables from the arguments at call time."""
-    if all(isinstance(d, IntImm) for d in buf.shape):
-        return
-    names = sorted({v.name for d in buf.shape for v in free_vars(d)})
-    shape = ", ".join(str(d) for d in buf.shape)
-    raise LoomError(
-        f"function {func.name}: argument {buf.name} has the symbolic shape ({shape}) "
-        f"(shape variable {', '.join(names)}): building kernels with symbolic shapes is not "
-        "supported yet (binding shape variables from the arguments at call time comes next); "
-        "loom.lower works with them, and loom.build needs constant shapes for now"
-    )
+_SHAPE_OPERATORS = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//", FloorMod: "%"}
+
+
+def _dimension(func: PrimFunc, buf: Buffer, d: PrimExpr) -> int | str:
+    """A dimension as a signature holds it: an int, or the text of a symbolic one
+    (loom/abi/shape_expr.py)."""
+
+    def text(e: PrimExpr) -> str:
+        if isinstance(e, IntImm):
+            return str(e.value)
+        if isinstance(e, Var):
+            return e.name
+        if type(e) in _SHAPE_OPERATORS:
+            return f"({text(e.a)} {_SHAPE_OPERATORS[type(e)]} {text(e.b)})"
+        if isinstance(e, Min | Max):
+            return f"{type(e).__name__.lower()}({text(e.a)}, {text(e.b)})"
+        raise LoomError(
+            f"function {func.name}: argument {buf.name} has the dimension {d}; a symbolic "
+            "dimension may use + - * floordiv floormod min max of integers and shape variables"
+        )
+
+    if isinstance(d, IntImm):
+        return d.value
+    t = text(d)
+    return t[1:-1] if t.startswith("(") and t.endswith(")") and not isinstance(d, Min | Max) else t
 
 
 def module_signatures(

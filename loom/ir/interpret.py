@@ -25,10 +25,11 @@ import numpy as np
 from loom.errors import InterpreterError, LoomError
 from loom.ir import semantics
 from loom.ir.buffer import Buffer
-from loom.ir.evaluate import evaluator
-from loom.ir.expr import Var
+from loom.ir.evaluate import evaluate, evaluator
+from loom.ir.expr import IntImm, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.pycodegen import GeneratedFunction, generate
+from loom.ir.shape_vars import bind_shape_vars, shape_params
 from loom.ir.storage import (
     Pointer,
     Storage,
@@ -42,6 +43,7 @@ from loom.ir.storage import (
     out_of_bounds_ramp,
     view,
 )
+from loom.ir.visitor import free_vars
 
 __all__ = ["Pointer", "Storage", "interpret", "python_source"]
 
@@ -108,19 +110,22 @@ def _select(func: PrimFunc | IRModule, entry: str | None) -> PrimFunc:
 
 def python_source(func: PrimFunc | IRModule, entry: str | None = None) -> str:
     """The Python source `interpret` runs for `func` (for debugging)."""
-    return _compile(_select(func, entry)).generated.source
+    return _compile(bind_shape_vars(_select(func, entry))).generated.source
 
 
 # -- arguments ----------------------------------------------------------------------------------
 def _check_array(func: PrimFunc, buf: Buffer, arg) -> np.ndarray:
-    shape, dt = buf.const_shape(), buf.dtype.numpy
+    """The array checked but for a symbolic shape's values (_bind_shapes checks them)."""
+    dt = buf.dtype.numpy
+    symbolic = not all(isinstance(d, IntImm) for d in buf.shape)
+    shape = tuple(buf.shape) if symbolic else buf.const_shape()
     what = f"argument {buf.name!r} of {func.name}"
     expected = f"a numpy array of shape {shape} and dtype {dt}"
     if not isinstance(arg, np.ndarray):
         raise TypeError(f"{what} must be {expected}, got {type(arg).__name__}")
     if arg.dtype != dt:
         raise TypeError(f"{what} must have dtype {dt}, got {arg.dtype}")
-    if arg.shape != shape:
+    if (len(arg.shape) != len(shape)) if symbolic else (arg.shape != shape):
         raise ValueError(f"{what} must have shape {shape}, got {arg.shape}")
     if not arg.flags.c_contiguous:
         raise ValueError(f"{what} must be C-contiguous, got an array with strides {arg.strides}")
@@ -152,14 +157,15 @@ def _convert_scalar(func: PrimFunc, var: Var, value):
 
 
 def _prepare(func: PrimFunc, args: tuple) -> tuple[list, list[tuple[int, np.ndarray, Storage]]]:
-    """Call arguments of the generated function, and (parameter position, array, storage) of
-    each buffer argument."""
-    if len(args) != len(func.params):
-        names = ", ".join(p.name for p in func.params)
-        raise TypeError(f"{func.name}({names}) takes {len(func.params)} arguments, got {len(args)}")
+    """Call arguments of the generated function (the implicit shape variables' values last:
+    loom/ir/shape_vars.py), and (parameter position, array, storage) of each buffer argument."""
+    given = func.params[: len(func.params) - shape_params(func)]
+    if len(args) != len(given):
+        names = ", ".join(p.name for p in given)
+        raise TypeError(f"{func.name}({names}) takes {len(given)} arguments, got {len(args)}")
     call_args: list = []
     arrays: list[tuple[int, np.ndarray, Storage]] = []
-    for k, (param, arg) in enumerate(zip(func.params, args)):
+    for k, (param, arg) in enumerate(zip(given, args)):
         if isinstance(param, Var):
             call_args.append(_convert_scalar(func, param, arg))
             continue
@@ -169,7 +175,36 @@ def _prepare(func: PrimFunc, args: tuple) -> tuple[list, list[tuple[int, np.ndar
             storage = Storage(param.name, param.dtype, arr.reshape(-1).tolist())
         arrays.append((k, arr, storage))
         call_args.append(storage)
+    values = _bind_shapes(
+        func, dict(zip(given, call_args)), [(func.params[k], a) for k, a, _ in arrays]
+    )
+    call_args += [values[v] for v in func.params[len(given) :]]
     return call_args, arrays
+
+
+def _bind_shapes(
+    func: PrimFunc, scalars: dict, arrays: list[tuple[Buffer, np.ndarray]]
+) -> dict[Var, int]:
+    """The shape variables' values: the scalar arguments', then each from the first array
+    whose dimension is that variable by itself; every symbolic dimension checked against
+    them."""
+    values = {p: v for p, v in scalars.items() if isinstance(p, Var)}
+    for buf, arr in arrays:
+        for d, extent in zip(buf.shape, arr.shape):
+            if isinstance(d, Var) and d not in values:
+                values[d] = _convert_scalar(func, d, extent)
+    for buf, arr in arrays:
+        expected = tuple(int(evaluate(d, values)) for d in buf.shape)
+        if arr.shape != expected:
+            known = ", ".join(
+                f"{v.name} = {values[v]}"
+                for v in sorted(set().union(*map(free_vars, buf.shape)), key=lambda v: v.name)
+            )
+            raise ValueError(
+                f"argument {buf.name!r} of {func.name} must have shape "
+                f"({', '.join(map(str, buf.shape))}) = {expected} ({known}), got {arr.shape}"
+            )
+    return values
 
 
 def _shared_storage(func: PrimFunc, param: Buffer, arr: np.ndarray, seen) -> Storage | None:
@@ -218,7 +253,7 @@ def interpret(
     """
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
-    prim = _select(func, entry)
+    prim = bind_shape_vars(_select(func, entry))
     if mode == "compiled":
         compiled = _compile(prim)
         run, write_back = compiled.fn, compiled.generated.write_back

@@ -98,11 +98,6 @@ def check_params(func: PrimFunc) -> None:
     for p in func.params:
         if isinstance(p, Var) and p.dtype.is_vector:
             raise LoomError(f"parameter {p.name}: the interpreter takes scalar parameters only")
-        if isinstance(p, Buffer) and not all(isinstance(s, IntImm) for s in p.shape):
-            raise LoomError(
-                f"buffer parameter {p.name} of {func.name} has a symbolic shape; the "
-                "interpreter needs constant shapes"
-            )
 
 
 def _sanitize(name: str) -> str:
@@ -351,9 +346,14 @@ class _Codegen:
             if p.dtype.is_handle:
                 self.bind_view(p, name)
             return name
-        size = math.prod(p.const_shape())  # constant: see check_params
         obj = self.fresh("st_" + p.name)
-        self.bind_storage(p, obj, str(size), size)
+        if all(isinstance(d, IntImm) for d in p.shape):
+            size = math.prod(p.const_shape())
+            self.bind_storage(p, obj, str(size), size)
+        else:  # a symbolic shape: the argument's size (interpret checked it)
+            size_name = self.fresh("n_" + p.name)
+            self.emit(f"{size_name} = len({obj}.data)")
+            self.bind_storage(p, obj, size_name, None)
         return obj
 
     # -- output ------------------------------------------------------------------------------

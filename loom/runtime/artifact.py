@@ -29,11 +29,15 @@ import hashlib
 import json
 import struct
 
+from loom.abi import shape_expr
 from loom.abi.dtype import dtype
 from loom.errors import LoomError
 
 MAGIC = b"LOOMARTF"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: a signature's dimension may be the text of a symbolic one ("n", "n * 4"), and a parameter
+may be `implicit` (a shape variable the caller binds; loom/abi/signature.py). Version 1 records
+are version 2 records without them, so both are read."""
 SECTION = ".loom_artifact"
 SYMBOL = "__loom_artifact"
 _HEADER = struct.Struct("<8sIIQ")
@@ -197,21 +201,39 @@ def _check_signature(f, where: str, what: str) -> None:
     if not isinstance(params, list):
         raise _fail(where, f"the parameters of {what} must be a list, got {params!r}")
     for p in params:
-        if not isinstance(p, dict) or set(p) - {"name", "dtype", "shape", "alignment", "written"}:
+        if not isinstance(p, dict) or set(p) - {
+            "name",
+            "dtype",
+            "shape",
+            "alignment",
+            "written",
+            "implicit",
+        }:
             raise _fail(where, f"a parameter of {what} is not a parameter record: {p!r}")
         shape, alignment = p.get("shape"), p.get("alignment", 1)
         ok = (
             isinstance(p.get("name"), str)
             and isinstance(p.get("dtype"), str)
             and _valid_dtype(p["dtype"])
-            and (shape is None or (isinstance(shape, list) and all(_is_int(d) for d in shape)))
-            and all(d >= 0 for d in shape or ())
+            and (shape is None or (isinstance(shape, list) and all(map(_is_dimension, shape))))
+            and isinstance(p.get("implicit", False), bool)
             and _is_int(alignment)
             and alignment >= 1
             and isinstance(p.get("written", False), bool)
         )
         if not ok:
             raise _fail(where, f"parameter {p!r} of {what} is invalid")
+
+
+def _is_dimension(d) -> bool:
+    """A constant dimension (an int >= 0) or a symbolic one (loom/abi/shape_expr.py)."""
+    if isinstance(d, str):
+        try:
+            shape_expr.variables(d)
+        except ValueError:
+            return False
+        return True
+    return _is_int(d) and d >= 0
 
 
 def _valid_dtype(text: str) -> bool:
@@ -229,7 +251,9 @@ def check_metadata(metadata: dict, payloads, where: str = "the library") -> list
     modules = metadata.get("modules")
     if not isinstance(modules, list) or not modules:
         raise ArtifactError(f"{where}: the metadata lists no modules")
-    if "format_version" in metadata and metadata["format_version"] != FORMAT_VERSION:
+    if "format_version" in metadata and metadata["format_version"] not in range(
+        1, FORMAT_VERSION + 1
+    ):
         raise _fail(where, f"format_version is {metadata['format_version']!r}")
     if not isinstance(metadata.get("producer", ""), str):
         raise _fail(where, "the producer is not a string")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from loom.abi import shape_expr
 from loom.abi.dtype import dtype as to_dtype
 from loom.abi.signature import FunctionSignature, ParamSpec
 from loom.runtime.call_native import extension
@@ -43,23 +44,28 @@ _CTYPES = {
 def native_plan(sig: FunctionSignature, address: int) -> Callable[[tuple], int | None] | None:
     """`run(args) -> status | None`: the fast checks and call of the entry point at `address`
     (None from `run`: an argument failed them and nothing was called). None when the C
-    extension is unavailable or the signature has a parameter it cannot check."""
+    extension is unavailable or the signature has a parameter it cannot check (a compound
+    symbolic dimension such as `n * 4` takes the Python path)."""
     module = extension()
     if module is None:
         return None
+    slots = {p.name: k for k, p in enumerate(sig.params) if not p.is_buffer}
     params = []
     for spec in sig.params:
-        described = _describe(spec)
+        described = _describe(spec, slots)
         if described is None:
             return None
         params.append(described)
-    return module.Plan(address, np.ndarray, params).run
+    return module.Plan(address, np.ndarray, params, len(sig.arguments)).run
 
 
-def _describe(spec: ParamSpec) -> tuple | None:
-    """A parameter as the C extension's Plan takes it (loom/runtime/native/host/loom_call.c)."""
+def _describe(spec: ParamSpec, slots: dict[str, int]) -> tuple | None:
+    """A parameter as the C extension's Plan takes it (loom/runtime/native/host/loom_call.c);
+    a dimension that is a shape variable by itself is -(k + 1), k that scalar's parameter."""
     dt = to_dtype(spec.dtype)
     if spec.is_buffer:
+        if not all(isinstance(d, int) or d in slots for d in spec.shape):
+            return None
         np_dtype = dt.numpy
         # the format numpy exports for this dtype: an array passes when it exports the same
         buffer_format = memoryview(np.empty(0, np_dtype)).format
@@ -67,12 +73,14 @@ def _describe(spec: ParamSpec) -> tuple | None:
             "buffer",
             buffer_format,
             np_dtype.itemsize,
-            spec.shape,
+            tuple(d if isinstance(d, int) else -slots[d] - 1 for d in spec.shape),
             spec.alignment,
             spec.written,
         )
     if spec.dtype not in _CTYPES:
         return None  # the Python path raises the error
+    if spec.implicit and not dt.is_integer:
+        return None
     if dt.is_float:
         return (spec.dtype,)
     if dt.is_bool:
@@ -96,21 +104,24 @@ class PreparedCall:
 
 
 def prepare_call(sig: FunctionSignature, args: tuple) -> PreparedCall:
-    """Check every argument against the signature and build the `void *args[]` vector."""
-    if len(args) != len(sig.params):
-        raise TypeError(f"{sig.describe()} takes {len(sig.params)} arguments, got {len(args)}")
-    argv = (ctypes.c_void_p * len(args))()
+    """Check every argument against the signature and build the `void *args[]` vector (with
+    the values of the implicit shape variables after the arguments)."""
+    arguments = sig.arguments
+    if len(args) != len(arguments):
+        raise TypeError(f"{sig.describe()} takes {len(arguments)} arguments, got {len(args)}")
+    argv = (ctypes.c_void_p * len(sig.params))()
     keep: list = []
     copy_back: list[tuple[np.ndarray, np.ndarray]] = []
-    buffers: list[tuple[ParamSpec, np.ndarray]] = []
-    for k, (spec, value) in enumerate(zip(sig.params, args)):
+    checked: list[tuple[ParamSpec, object]] = []
+    for k, (spec, value) in enumerate(zip(arguments, args)):
         if not spec.is_buffer:
             scalar = _scalar(sig, spec, value)
+            checked.append((spec, scalar.value))
             keep.append(scalar)
             argv[k] = ctypes.addressof(scalar)
             continue
         arr = _check_array(sig, spec, value)
-        buffers.append((spec, arr))
+        checked.append((spec, arr))
         if arr.ctypes.data % spec.alignment:
             aligned = aligned_array(arr, alignment=spec.alignment)
             if spec.written:
@@ -118,7 +129,11 @@ def prepare_call(sig: FunctionSignature, args: tuple) -> PreparedCall:
             arr = aligned
         keep.append(arr)
         argv[k] = arr.ctypes.data
-    _check_distinct(sig, buffers)
+    for k, (spec, value) in enumerate(bind_shapes(sig, checked), start=len(arguments)):
+        scalar = _scalar(sig, spec, value)
+        keep.append(scalar)
+        argv[k] = ctypes.addressof(scalar)
+    _check_distinct(sig, [(spec, v) for spec, v in checked if spec.is_buffer])
     return PreparedCall(argv, keep, copy_back)
 
 
@@ -132,8 +147,7 @@ def _check_array(sig: FunctionSignature, spec: ParamSpec, value) -> np.ndarray:
     expected = to_dtype(spec.dtype).numpy
     if value.dtype != expected:
         raise TypeError(f"{where} must have dtype {spec.dtype}, got {value.dtype}")
-    if value.shape != spec.shape:
-        raise ValueError(f"{where} must have shape {spec.shape}, got {value.shape}")
+    check_shape(sig, spec, value.shape)
     if not value.flags.c_contiguous:
         raise ValueError(
             f"{where} is not C-contiguous (a strided view); pass np.ascontiguousarray(...) of it"
@@ -141,6 +155,69 @@ def _check_array(sig: FunctionSignature, spec: ParamSpec, value) -> np.ndarray:
     if spec.written and not value.flags.writeable:
         raise ValueError(f"{where} is written by {sig.name} but the array is read-only")
     return value
+
+
+def check_shape(sig: FunctionSignature, spec: ParamSpec, shape: tuple[int, ...]) -> None:
+    """A constant shape in full; of a symbolic one, the number of dimensions (bind_shapes
+    checks the rest once every shape variable has its value)."""
+    if not spec.is_symbolic:
+        if shape != spec.shape:
+            raise ValueError(
+                f"{sig.name}: argument {spec.name} must have shape {spec.shape}, got {shape}"
+            )
+    elif len(shape) != len(spec.shape):
+        raise ValueError(
+            f"{sig.name}: argument {spec.name} must have {len(spec.shape)} dimensions "
+            f"[{', '.join(map(str, spec.shape))}], got shape {shape}"
+        )
+
+
+def bind_shapes(
+    sig: FunctionSignature, checked: list[tuple[ParamSpec, object]]
+) -> list[tuple[ParamSpec, int]]:
+    """The values of the implicit shape variables, from the arguments (`checked`: each
+    parameter with its array, or a scalar's value), in the signature's order; a ValueError
+    naming the variable when an array's dimension disagrees with its value. A shape variable
+    takes its value from the first array whose dimension is that variable by itself (or from
+    the scalar argument of that name)."""
+    if not sig.is_symbolic:
+        return []
+    values: dict[str, int] = {}
+    source: dict[str, str] = {}
+    for spec, value in checked:
+        if not spec.is_buffer:
+            values[spec.name], source[spec.name] = value, f"argument {spec.name}"
+    for spec, value in checked:
+        if spec.is_symbolic:
+            for k, d in enumerate(spec.shape):
+                if isinstance(d, str) and d.isidentifier() and d not in values:
+                    values[d] = value.shape[k]
+                    source[d] = f"dimension {k} of argument {spec.name}"
+    for spec, value in checked:
+        if not spec.is_symbolic:
+            continue
+        expected = tuple(
+            d if isinstance(d, int) else shape_expr.evaluate(d, values) for d in spec.shape
+        )
+        if tuple(value.shape) != expected:
+            names = [v for d in spec.shape if isinstance(d, str) for v in shape_expr.variables(d)]
+            given = ", ".join(
+                f"{v} = {values[v]} from the {source[v]}" for v in dict.fromkeys(names)
+            )
+            raise ValueError(
+                f"{sig.name}: argument {spec.name} must have shape "
+                f"[{', '.join(map(str, spec.shape))}] = {list(expected)} ({given}), "
+                f"got {tuple(value.shape)}"
+            )
+    implicit = [p for p in sig.params if p.implicit]
+    for p in implicit:
+        dt = to_dtype(p.dtype)
+        if not dt.min_value() <= values[p.name] <= dt.max_value():
+            raise ValueError(
+                f"{sig.name}: shape variable {p.name} = {values[p.name]} (from the "
+                f"{source[p.name]}) does not fit its dtype {p.dtype}"
+            )
+    return [(p, values[p.name]) for p in implicit]
 
 
 def _check_distinct(

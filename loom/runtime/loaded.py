@@ -15,7 +15,7 @@ import numpy as np
 from loom.abi import FunctionSignature, ParamSpec
 from loom.abi.dtype import dtype as to_dtype
 from loom.errors import DeviceError, LoomError
-from loom.runtime.call import _check_array, _check_distinct, _scalar
+from loom.runtime.call import _check_array, _check_distinct, _scalar, bind_shapes, check_shape
 from loom.runtime.session import DeviceArray, Session
 from loom.runtime.timing import TimeResult
 
@@ -112,11 +112,12 @@ class DeviceFunction:
         holds the session's lock."""
         sig, session = self.signature, self.loaded.session
         self.loaded._check_current(sig.name)
-        if len(args) != len(sig.params):
-            raise TypeError(f"{sig.describe()} takes {len(sig.params)} arguments, got {len(args)}")
-        checked: list = []  # per argument: a scalar's ctypes value, a DeviceArray, an ndarray
+        arguments = sig.arguments
+        if len(args) != len(arguments):
+            raise TypeError(f"{sig.describe()} takes {len(arguments)} arguments, got {len(args)}")
+        checked: list = []  # per parameter: a scalar's ctypes value, a DeviceArray, an ndarray
         buffers: list[tuple[ParamSpec, object]] = []
-        for spec, value in zip(sig.params, args):
+        for spec, value in zip(arguments, args):
             if not spec.is_buffer:
                 checked.append(_scalar(sig, spec, value))
                 continue
@@ -126,6 +127,8 @@ class DeviceFunction:
                 value = _check_array(sig, spec, value)
             checked.append(value)
             buffers.append((spec, value))
+        given = [(p, v if p.is_buffer else v.value) for p, v in zip(arguments, checked)]
+        checked += [_scalar(sig, p, v) for p, v in bind_shapes(sig, given)]
         _check_distinct(sig, buffers, _share_memory)
 
         addresses: list[int] = []
@@ -190,7 +193,6 @@ def _check_device_array(
         raise LoomError(f"{where} was freed")
     if arr.dtype != to_dtype(spec.dtype).numpy:
         raise TypeError(f"{where} must have dtype {spec.dtype}, got {arr.dtype}")
-    if arr.shape != spec.shape:
-        raise ValueError(f"{where} must have shape {spec.shape}, got {arr.shape}")
+    check_shape(sig, spec, arr.shape)
     if arr.address % spec.alignment:
         raise ValueError(f"{where} is at 0x{arr.address:x}, not aligned to {spec.alignment} bytes")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from loom.transform.bind_shape_vars import bind_shape_vars
 from loom.transform.check_bounds import check_bounds
 from loom.transform.flatten_buffer import flatten_buffer
 from loom.transform.inject_double_buffer import inject_double_buffer
@@ -29,6 +30,7 @@ class Phase:
 
 LOWER = [
     Phase("schedule"),  # loops as the schedule made them, N-d buffers
+    bind_shape_vars,  # symbolic shapes: each shape variable a parameter the caller fills in
     simplify,
     check_bounds,  # each N-d access proven in range, a build error, or checked at run time
     flatten_buffer,

@@ -1,7 +1,7 @@
 """Symbolic shapes in loom.lower (issue 18, part 1, first step): te.var / te.size_var in
 placeholder and compute shapes and reduction domains, splits and tiles by constant factors
-(guarded where the factor is not proven to divide), compute_at with symbolic regions; building
-such a schedule is one clear LoomError until shape variables are bound at call time."""
+(guarded where the factor is not proven to divide), compute_at with symbolic regions. Building
+and calling such kernels: tests/tvm_compat/test_symbolic_shapes.py."""
 
 import pytest
 
@@ -192,18 +192,6 @@ def test_a_reduction_domain_of_constant_extent_must_be_positive(dom):
 def test_a_float_reduction_domain_is_refused():
     with pytest.raises(TypeError, match=r"reduce_axis r domain must be scalar integers"):
         te.reduce_axis((0, te.var("x", "float32")), name="r")
-
-
-@pytest.mark.parametrize("target", ["llvm", "c"])
-def test_building_a_symbolic_shape_is_one_clear_error_naming_the_variable(target):
-    s, A, B = _acceptance_schedule(te.var("n"))
-    with pytest.raises(
-        loom.LoomError,
-        match=r"argument A has the symbolic shape \(n\) \(shape variable n\): building kernels "
-        r"with symbolic shapes is not supported yet \(binding shape variables from the "
-        r"arguments at call time comes next\)",
-    ):
-        loom.build(s, [A, B], target=target)
 
 
 def test_fusing_symbolic_axes_multiplies_their_extents():

@@ -82,10 +82,16 @@ def test_print_after_all_instrument():
     with PassContext(instruments=[PrintAfterAll(out)]):
         loom.lower(*simple(), name="f")
     text = out.getvalue()
-    names = ("simplify", "check_bounds", "flatten_buffer", "inject_double_buffer")
+    names = (
+        "bind_shape_vars",
+        "simplify",
+        "check_bounds",
+        "flatten_buffer",
+        "inject_double_buffer",
+    )
     for name in (*names, "vectorize_loop", "unroll_loop"):
         assert f"# IR after {name}" in text
-    assert text.count("@f = primfn") == 7
+    assert text.count("@f = primfn") == 8
 
 
 def test_disable_vectorize_gives_serial_loops_with_same_result():

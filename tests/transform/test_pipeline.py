@@ -31,6 +31,7 @@ def marker(name):
 def test_lower_order():
     assert names(LOWER) == [
         "<schedule>",
+        "bind_shape_vars",
         "simplify",
         "check_bounds",
         "flatten_buffer",
@@ -75,6 +76,7 @@ def test_expand_puts_backend_passes_then_user_passes_at_their_phase():
     ctx = PassContext(config={"tir.add_lower_pass": user})
     assert names(expand(LOWER, ctx, backend)) == [
         "user_schedule",
+        "bind_shape_vars",
         "simplify",
         "check_bounds",
         "flatten_buffer",

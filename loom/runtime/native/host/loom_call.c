@@ -13,9 +13,16 @@
  * an array whose dtype equals the signature's but exports another format, such as 'q' for 'l').
  * The buffers stay exported (each export holds a reference to its array) until the kernel
  * returns.
+ *
+ * Symbolic shapes (loom/transform/bind_shape_vars.py): a dimension -(j + 1) is the value of the
+ * integer scalar parameter j. The parameters from `nargs` on are the implicit shape variables,
+ * which no argument gives: the first buffer dimension naming one binds it (within its dtype's
+ * range), and every other dimension naming it must equal it. Scalar arguments are converted
+ * before the buffers are checked, so a dimension may name one wherever it stands.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +35,7 @@ typedef struct {
     int kind;
     int written;         /* buffers: the function writes it */
     int ndim;            /* buffers */
-    Py_ssize_t *shape;   /* buffers: ndim extents */
+    Py_ssize_t *shape;   /* buffers: ndim extents; -(j + 1): scalar parameter j's value */
     Py_ssize_t itemsize; /* buffers: bytes per element; integers: bytes of the C type */
     char *format;        /* buffers: the buffer format numpy exports for the dtype */
     uintptr_t alignment; /* buffers: a power of two */
@@ -41,7 +48,8 @@ typedef struct {
     PyObject_HEAD
     loom_entry fn;
     PyObject *ndarray; /* the exact type accepted: numpy.ndarray */
-    Py_ssize_t count;
+    Py_ssize_t count; /* parameters */
+    Py_ssize_t nargs; /* arguments: the parameters but the implicit shape variables */
     param *params;
 } plan;
 
@@ -78,17 +86,19 @@ static void plan_dealloc(plan *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Plan(address, ndarray_type, params): params is a sequence of tuples, one per argument:
+/* Plan(address, ndarray_type, params, nargs=len(params)): params is a sequence of tuples, one
+ * per parameter (the last len(params) - nargs are implicit shape variables, "int" or "uint"):
  *   ("buffer", format: str, itemsize, shape: tuple, alignment, written: bool)
  *   ("bool",) | ("int", bytes, min, max) | ("uint", bytes, max) | ("float32",) | ("float64",) */
 static int plan_init(plan *self, PyObject *args, PyObject *kwds) {
     unsigned long long address;
     PyObject *ndarray, *specs;
+    Py_ssize_t nargs = -1;
     if (kwds && PyDict_Size(kwds)) {
         PyErr_SetString(PyExc_TypeError, "Plan takes no keyword arguments");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "KOO", &address, &ndarray, &specs)) return -1;
+    if (!PyArg_ParseTuple(args, "KOO|n", &address, &ndarray, &specs, &nargs)) return -1;
     if (!PyType_Check(ndarray)) {
         PyErr_SetString(PyExc_TypeError, "Plan: ndarray_type must be a type");
         return -1;
@@ -104,6 +114,8 @@ static int plan_init(plan *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->count = n;
+    self->nargs = nargs < 0 ? n : nargs;
+    if (self->nargs > n) goto bad;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *spec = PySequence_Fast_GET_ITEM(seq, k);
         param *p = &self->params[k];
@@ -153,6 +165,16 @@ static int plan_init(plan *self, PyObject *args, PyObject *kwds) {
         if ((p->kind == K_INT || p->kind == K_UINT) &&
             !(p->itemsize == 1 || p->itemsize == 2 || p->itemsize == 4 || p->itemsize == 8))
             goto bad;
+        if (k >= self->nargs && p->kind != K_INT && p->kind != K_UINT) goto bad;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) { /* a symbolic dimension names an integer scalar */
+        const param *p = &self->params[k];
+        for (int d = 0; p->kind == K_BUFFER && d < p->ndim; d++) {
+            Py_ssize_t j = -p->shape[d] - 1;
+            if (p->shape[d] < 0 &&
+                (j >= n || (self->params[j].kind != K_INT && self->params[j].kind != K_UINT)))
+                goto bad;
+        }
     }
     Py_DECREF(seq);
     Py_INCREF(ndarray);
@@ -229,13 +251,65 @@ static int scalar_slot(const param *p, PyObject *value, union slot *out) {
     return 1;
 }
 
+/* The value of the integer scalar in `slot`. */
+static long long slot_value(const param *p, const union slot *slot) {
+    if (p->kind == K_INT) {
+        switch (p->itemsize) {
+        case 1: return slot->i8;
+        case 2: return slot->i16;
+        case 4: return slot->i32;
+        default: return slot->i64;
+        }
+    }
+    switch (p->itemsize) {
+    case 1: return slot->u8;
+    case 2: return slot->u16;
+    case 4: return slot->u32;
+    default: return slot->u64 > LLONG_MAX ? -1 : (long long)slot->u64;
+    }
+}
+
+/* Binds the shape variable `p` to an array's dimension `v`: 0 when it does not fit its dtype. */
+static int bind_slot(const param *p, Py_ssize_t v, union slot *out) {
+    if (p->kind == K_INT ? v < p->min || v > p->max : (unsigned long long)v > p->umax) return 0;
+    switch (p->itemsize) {
+    case 1: out->u8 = (uint8_t)v; break;
+    case 2: out->u16 = (uint16_t)v; break;
+    case 4: out->u32 = (uint32_t)v; break;
+    default: out->u64 = (uint64_t)v; break;
+    }
+    return 1;
+}
+
+/* Whether the array's extents `shape` are the parameter's: a symbolic dimension either binds its
+ * shape variable (not bound yet) or must equal its value. */
+static int shape_matches(const plan *self, const param *p, const Py_ssize_t *shape,
+                         union slot *slots, char *bound) {
+    for (int d = 0; d < p->ndim; d++) {
+        Py_ssize_t want = p->shape[d];
+        if (want >= 0) {
+            if (shape[d] != want) return 0;
+            continue;
+        }
+        Py_ssize_t j = -want - 1;
+        if (!bound[j]) {
+            if (!bind_slot(&self->params[j], shape[d], &slots[j])) return 0;
+            bound[j] = 1;
+        } else if (slot_value(&self->params[j], &slots[j]) != shape[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* A buffer argument exported into *view: ALIGNED when it is an exact ndarray with the
  * signature's dtype (format) and shape, C-contiguous, writable if written, and aligned;
  * MISALIGNED when only its alignment is wrong (it is then copied to an aligned temporary, as the
  * Python path does); REFUSED otherwise, with nothing exported and no exception set. */
 enum { REFUSED, ALIGNED, MISALIGNED };
 
-static int buffer_view(const plan *self, const param *p, PyObject *value, Py_buffer *view) {
+static int buffer_view(const plan *self, const param *p, PyObject *value, Py_buffer *view,
+                       union slot *slots, char *bound) {
     if ((PyObject *)Py_TYPE(value) != self->ndarray) return REFUSED;
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (p->written ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(value, view, flags) != 0) {
@@ -243,8 +317,8 @@ static int buffer_view(const plan *self, const param *p, PyObject *value, Py_buf
         return REFUSED;
     }
     int ok = view->itemsize == p->itemsize && view->ndim == p->ndim && view->format &&
-             strcmp(view->format, p->format) == 0;
-    for (int d = 0; ok && d < p->ndim; d++) ok = view->shape[d] == p->shape[d];
+             strcmp(view->format, p->format) == 0 &&
+             shape_matches(self, p, view->shape, slots, bound);
     if (!ok) {
         PyBuffer_Release(view);
         return REFUSED;
@@ -311,41 +385,46 @@ static PyObject *plan_run(plan *self, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = self->count;
-    if (PyTuple_GET_SIZE(args) != n || !self->fn) Py_RETURN_NONE;
+    if (PyTuple_GET_SIZE(args) != self->nargs || !self->fn) Py_RETURN_NONE;
     void *argv_stack[STACK_PARAMS];
     Py_buffer views_stack[STACK_PARAMS];
     union slot slots_stack[STACK_PARAMS];
+    char bound_stack[STACK_PARAMS];
     void **argv = argv_stack;
     Py_buffer *views = views_stack;
     union slot *slots = slots_stack;
+    char *bound = bound_stack;
     if (n > STACK_PARAMS) {
         argv = PyMem_Malloc(sizeof(void *) * n);
         views = PyMem_Malloc(sizeof(Py_buffer) * n);
         slots = PyMem_Malloc(sizeof(union slot) * n);
-        if (!argv || !views || !slots) {
+        bound = PyMem_Malloc(n);
+        if (!argv || !views || !slots || !bound) {
             PyMem_Free(argv);
             PyMem_Free(views);
             PyMem_Free(slots);
+            PyMem_Free(bound);
             return PyErr_NoMemory();
         }
     }
-    Py_ssize_t exported = 0; /* views[0..exported) of buffers are held */
     int ok = 1, misaligned = 0;
-    for (Py_ssize_t k = 0; k < n && ok; k++) {
+    for (Py_ssize_t k = 0; k < n; k++) { /* scalars first: a dimension may name one */
         const param *p = &self->params[k];
-        PyObject *value = PyTuple_GET_ITEM(args, k);
-        if (p->kind == K_BUFFER) {
-            int found = buffer_view(self, p, value, &views[k]);
-            ok = found != REFUSED;
-            misaligned |= found == MISALIGNED;
-            argv[k] = found == MISALIGNED ? NULL : views[k].buf; /* NULL: copy_in sets it */
-        } else {
-            views[k].obj = NULL;
-            ok = scalar_slot(p, value, &slots[k]);
-            argv[k] = &slots[k];
-        }
-        if (ok) exported = k + 1;
+        views[k].obj = NULL; /* no buffer held */
+        bound[k] = k < self->nargs;
+        if (p->kind == K_BUFFER) continue;
+        argv[k] = &slots[k];
+        if (ok && k < self->nargs) ok = scalar_slot(p, PyTuple_GET_ITEM(args, k), &slots[k]);
     }
+    for (Py_ssize_t k = 0; k < self->nargs && ok; k++) {
+        const param *p = &self->params[k];
+        if (p->kind != K_BUFFER) continue;
+        int found = buffer_view(self, p, PyTuple_GET_ITEM(args, k), &views[k], slots, bound);
+        ok = found != REFUSED;
+        misaligned |= found == MISALIGNED;
+        argv[k] = found == MISALIGNED ? NULL : views[k].buf; /* NULL: copy_in sets it */
+    }
+    for (Py_ssize_t k = self->nargs; k < n && ok; k++) ok = bound[k]; /* always, once lowered */
     PyObject *result = NULL;
     if (ok && !aliased(self, views)) {
         unsigned char scratch[STACK_SCRATCH];
@@ -363,12 +442,13 @@ static PyObject *plan_run(plan *self, PyObject *args) {
         Py_INCREF(Py_None);
         result = Py_None;
     }
-    for (Py_ssize_t k = 0; k < exported; k++)
-        if (self->params[k].kind == K_BUFFER) PyBuffer_Release(&views[k]);
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (views[k].obj) PyBuffer_Release(&views[k]);
     if (n > STACK_PARAMS) {
         PyMem_Free(argv);
         PyMem_Free(views);
         PyMem_Free(slots);
+        PyMem_Free(bound);
     }
     return result;
 }
