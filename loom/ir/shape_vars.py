@@ -62,4 +62,6 @@ def bind_shape_vars(func: PrimFunc) -> PrimFunc:
                     f"argument's shape defines {', '.join(missing)} (only a dimension that is "
                     "a variable by itself does); pass it as a scalar argument"
                 )
+    if not bound:
+        return func  # every shape variable is a parameter already
     return func.replace(params=(*func.params, *bound)).with_attr(SHAPE_PARAMS_ATTR, len(bound))

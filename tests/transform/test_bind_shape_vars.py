@@ -25,8 +25,8 @@ def test_shape_variables_become_parameters_in_the_order_the_buffers_name_them():
 def test_a_variable_that_is_a_parameter_is_not_added_again():
     n = Var("n")
     A = decl_buffer((n * 4,), "float32", "A")
-    after = bind_shape_vars(module([n, A]))
-    assert_structural_equal(after, module([n, A], {"shape_params": 0}))
+    before = module([n, A])
+    assert bind_shape_vars(before) is before
 
 
 def test_constant_shapes_leave_the_function_unchanged():
