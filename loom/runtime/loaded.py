@@ -17,7 +17,7 @@ from loom.abi.dtype import dtype as to_dtype
 from loom.errors import DeviceError, LoomError
 from loom.runtime.call import _check_array, _check_distinct, _scalar, bind_shapes, check_shape
 from loom.runtime.session import DeviceArray, Session
-from loom.runtime.timing import TimeResult
+from loom.runtime.timing import TimeResult, evaluator
 
 if TYPE_CHECKING:  # a module tree's node; module.py imports this file
     from loom.runtime.module import Module
@@ -63,10 +63,17 @@ class LoadedModule:
             raise LoomError(f"module has {len(names)} functions {names}; call one by name")
         self[names[0]](*args)
 
-    def time_evaluator(self, name: str, number: int = 10, repeat: int = 3):
-        """f(*args) -> TimeResult, timed inside the device by its own clock."""
-        fn = self[name]
-        return lambda *args: fn.time(args, number, repeat)
+    def time_evaluator(
+        self, name: str, dev=None, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0
+    ):
+        """f(*args) -> TimeResult, timed inside the device by its own clock (TVM's
+        time_evaluator; `dev`, if given, must be the module's session)."""
+        if dev is not None and dev is not self.session:
+            raise TypeError(
+                f"time_evaluator: dev must be the session the module is loaded on "
+                f"({self.session.name}) or None, got {dev!r}; pass number= and repeat= by keyword"
+            )
+        return evaluator(self[name].time, number, repeat, min_repeat_ms)
 
     def unload(self) -> None:
         with self.session.lock:

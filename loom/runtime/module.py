@@ -18,12 +18,13 @@ from loom.errors import LoomError
 from loom.registry import Registry
 from loom.runtime.call import native_plan, prepare_call
 from loom.runtime.device import link_shared_object
+from loom.runtime.device_handle import Device
 from loom.runtime.elf import elf_machine_of_triple, host_machine
 from loom.runtime.host_ndarray import host_buffers
 from loom.runtime.host_runtime import last_error
 from loom.runtime.library import SharedLibrary
 from loom.runtime.loaded import LoadedModule
-from loom.runtime.timing import TimeResult
+from loom.runtime.timing import TimeResult, evaluator
 
 
 class NativeFunction:
@@ -291,12 +292,24 @@ class NativeModule(Module):
             raise LoomError(f"no {fmt!r} source; available: {sorted(self.sources)}")
         return self.sources[fmt]
 
-    def time_evaluator(self, name: str, number: int = 10, repeat: int = 3):
-        """A function f(*args) -> TimeResult timing `repeat` rounds of `number` calls."""
-        if number < 1 or repeat < 1:
-            raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
+    def time_evaluator(
+        self,
+        name: str,
+        dev: Device | None = None,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0,
+    ):
+        """TVM's time_evaluator: f(*args) -> TimeResult (`.mean`, `.median`, `.results` in
+        seconds) timing `repeat` rounds of `number` calls. `dev` is where the function runs:
+        the host (`loom.cpu(0)`, or None)."""
+        if dev is not None and not isinstance(dev, Device):
+            raise TypeError(
+                f"time_evaluator: dev must be a Device such as loom.cpu(0) (or None), got "
+                f"{dev!r}; pass number= and repeat= by keyword"
+            )
         fn = self.get_function(name)
-        return lambda *args: fn.time(args, number, repeat)
+        return evaluator(fn.time, number, repeat, min_repeat_ms)
 
     def __repr__(self) -> str:
         return f"<loom.NativeModule {self.type_key} functions={self.function_names()}>"

@@ -149,6 +149,6 @@ def test_aliased_arguments_on_the_host(kernel):
 
 def test_bad_module_use(kernel):
     refused(lambda: kernel["nope"], LoomError, r"module has no function 'nope'; it has \['scale'\]")
-    refused(lambda: kernel.time_evaluator("scale", number=0), ValueError, r"number and repeat must")
+    refused(lambda: kernel.time_evaluator("scale", number=0), ValueError, r"number must be an int >= 1")
     refused(lambda: loom.nd.empty((4,), alignment=3), ValueError, r"alignment must be a power")
     refused(lambda: loom.runtime.set_num_threads(0), ValueError, r"positive int, got 0")

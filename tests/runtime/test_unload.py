@@ -62,7 +62,7 @@ def test_a_dropped_module_returns_its_maps_at_once():
 
 def test_a_kept_function_keeps_its_library_after_its_module_is_dropped():
     mod = add_constant(2)
-    fn, cfunc, timer = mod["add"], mod["add"].cfunc, mod.time_evaluator("add", 1, 1)
+    fn, cfunc, timer = mod["add"], mod["add"].cfunc, mod.time_evaluator("add", number=1, repeat=1)
     path = mod.library.path
     del mod
     gc.collect()

@@ -235,3 +235,32 @@ def test_runtime_enabled():
         assert not tvm.runtime.enabled(gpu)
     with pytest.raises(tvm.LoomError, match="unknown target 'fpga'"):
         tvm.runtime.enabled("fpga")
+
+
+def test_time_evaluator_as_tvm_calls_it():
+    n = 256
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1, name="B")
+    f = tvm.build(te.create_schedule(B.op), [A, B], "llvm", name="inc")
+    dev = tvm.cpu(0)
+    a = tvm.nd.array(np.zeros(n, "float32"), dev)
+    b = tvm.nd.array(np.zeros(n, "float32"), dev)
+    timer = f.time_evaluator(f.entry_name, dev, number=3)
+    result = timer(a, b)
+    assert len(result.results) == 1 and result.mean > 0  # TVM's default: one repeat
+    assert (b.numpy() == 1).all()
+    calls = []
+    slow = tvm.build(te.create_schedule(B.op), [A, B], "llvm", name="inc")
+    timed = slow["inc"].time
+
+    def counting(args, number, repeat):
+        calls.append(number)
+        return timed(args, number, repeat)
+
+    slow["inc"].time = counting
+    slow.time_evaluator("inc", dev, number=1, repeat=2, min_repeat_ms=5)(a, b)
+    assert calls[-1] > 1  # one call of 256 additions lasts far less than 5 ms
+    with pytest.raises(TypeError, match=r"dev must be a Device such as loom.cpu\(0\)"):
+        f.time_evaluator("inc", 3)
+    with pytest.raises(ValueError, match=r"number must be an int >= 1, got 0"):
+        f.time_evaluator("inc", dev, number=0)
