@@ -5,7 +5,14 @@ on first use (PEP 562), so that `import loom.runtime` loads the runtime without 
 (docs/architecture.md, "Layers").
 """
 
-from loom.errors import DeviceError, InterpreterError, LoomError, LoweringError, ScheduleError
+from loom.errors import (
+    DeviceError,
+    InterpreterError,
+    LoomError,
+    LoweringError,
+    ScheduleError,
+    TVMError,
+)
 from loom.lazy import lazy_attributes
 from loom.version import __version__
 
@@ -15,12 +22,14 @@ _LAZY = {  # name -> (module, attribute or None for the module itself)
     "backend": ("loom.backend", None),
     "build": ("loom.driver", "build"),
     "compile": ("loom.model", "compile"),
+    "contrib": ("loom.contrib", None),
     "cpu": ("loom.runtime.device_handle", "cpu"),
     "Device": ("loom.runtime.device_handle", "Device"),
     "frontend": ("loom.frontend", None),
     "get_global_func": ("loom.runtime.global_functions", "get_global_func"),
     "graph": ("loom.graph", None),
     "device": ("loom.runtime.session", "device"),
+    "error": ("loom.errors", None),  # TVM's tvm.error (TVMError)
     "ir": ("loom.ir", None),
     "lower": ("loom.driver", "lower"),
     "memory": ("loom.memory", None),
@@ -32,6 +41,7 @@ _LAZY = {  # name -> (module, attribute or None for the module itself)
     "runtime": ("loom.runtime", None),
     "target": ("loom.target", None),
     "te": ("loom.te", None),
+    "tir": ("loom.tir", None),
     "transform": ("loom.transform", None),
     "tune": ("loom.autotune", "tune"),
 }
@@ -46,14 +56,17 @@ __all__ = [
     "LoweringError",
     "PassContext",
     "ScheduleError",
+    "TVMError",
     "__version__",
     "abi",
     "autotune",
     "backend",
     "build",
     "compile",
+    "contrib",
     "cpu",
     "device",
+    "error",
     "frontend",
     "get_global_func",
     "graph",
@@ -67,6 +80,7 @@ __all__ = [
     "runtime",
     "target",
     "te",
+    "tir",
     "transform",
     "tune",
 ]

@@ -24,8 +24,12 @@ def lower(
     name: str = "main",
     target: str | Target | None = None,
     pools: Sequence[Pool] = (),
+    simple_mode: bool = False,
 ) -> IRModule:
     """Lower a schedule (with its argument list) or loop IR through the lowering pipeline.
+
+    `simple_mode` is TVM's flag for printing only the loop nest; loom's module prints as
+    that already (one function, its parameters and its body), so the flag changes nothing.
 
     The passes run under the current `PassContext`, which may insert user passes at the phases
     of `loom.transform.pipeline.LOWER`. With a `target`, the target passes of `pipeline.BUILD`
@@ -35,6 +39,8 @@ def lower(
     `pools` (loom.memory.Pool) are where the memory planner (plan_memory) places the
     program's buffers; without them, a caller-given workspace and a constant pool.
     """
+    if not isinstance(simple_mode, bool):
+        raise TypeError(f"lower: simple_mode must be a bool, got {simple_mode!r}")
     if isinstance(inp, Schedule):
         if args is None:
             raise TypeError(
@@ -66,7 +72,8 @@ def lower(
 def build(
     inp: Schedule | PrimFunc | IRModule,
     args: Sequence[Tensor | Var] | None = None,
-    target: str | Target = "llvm",
+    target: str | Target | None = None,
+    target_host: str | Target | None = None,
     name: str = "main",
     pools: Sequence[Pool] = (),
 ):
@@ -74,15 +81,20 @@ def build(
 
     `target` is a string like "llvm" (the host CPU) or "llvm -mcpu=... -mattr=...", "c" (C
     compiled by the system compiler), "hexagon ...", a registered accelerator's name, or a
-    Target. The target's kind (a registered `loom.backend.Backend`) generates the code;
-    `loom.packaging.finish` resolves its symbols, links it and loads it. `pools`: as in
-    `lower`.
+    Target; None means the target entered with `with Target(...):`, else "llvm", as in TVM.
+    `target_host` becomes the target's `host` (see `Target`). The target's kind (a registered
+    `loom.backend.Backend`) generates the code; `loom.packaging.finish` resolves its symbols,
+    links it and loads it. `pools`: as in `lower`.
 
     Building what was built before skips the work done then (docs/native.md, "Compile
     cache"): lowering (the same schedule, in this process: loom/lowering_cache.py), LLVM (the
     same lowered module and target, in this process or on disk) and linking.
     """
+    if target is None:
+        target = Target.current() or "llvm"
     target = as_target(target)
+    if target_host is not None:
+        target = Target(target, host=target_host)
     inputs = (inp, args, name, target, pools)
     mod = lowering_cache.lowered(inputs, lambda: lower(inp, args, name, target=target, pools=pools))
     return finish(target.backend.codegen(mod, target))

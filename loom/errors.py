@@ -1,4 +1,7 @@
-"""The exception types every part of loom raises."""
+"""The exception types every part of loom raises.
+
+`loom.error` is this module too, so that TVM's `tvm.error.TVMError` is `loom.error.TVMError`.
+"""
 
 
 class LoomError(RuntimeError):
@@ -7,6 +10,11 @@ class LoomError(RuntimeError):
     A RuntimeError, as TVM's errors are (`tvm.error.TVMError`), so that a script written for
     TVM that catches RuntimeError catches loom's errors too (docs/tvm-compat.md, "TE
     behaviour")."""
+
+
+TVMError = LoomError
+"""TVM's name of its base error (`tvm.TVMError`, `tvm.error.TVMError`): `except tvm.TVMError`
+in a TVM script catches every error loom raises on purpose."""
 
 
 class ScheduleError(LoomError):

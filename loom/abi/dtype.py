@@ -1,8 +1,13 @@
-"""Data types: bool, int8..int64, uint8..uint64, float16/32/64, handles, vector lanes (int8x128)."""
+"""Data types: bool, int8..int64, uint8..uint64, float16/32/64, handles, vector lanes (int8x128).
+
+A `DataType` is a `str` ("float32", "int8x128"), as a dtype is in TVM's Python API: it compares
+and hashes as its text, so `A.dtype == "float32"`, a dict keyed by dtype names and numpy
+(`np.zeros(shape, dtype=A.dtype)`) take it as it is; its fields (`kind`, `bits`, `lanes`) and
+properties say what the type is.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 
@@ -13,38 +18,50 @@ _PATTERN = re.compile(r"^(int|uint|float|bool|handle)(\d+)?(?:x(\d+))?$")
 _VALID_BITS = {"int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "float": (16, 32, 64)}
 
 
-@dataclasses.dataclass(frozen=True)
-class DataType:
-    """A scalar or vector element type.
+class DataType(str):
+    """A scalar or vector element type, and its text.
 
-    `bool` has 1 bit (stored as one byte); `handle` is a pointer.
+    `bool` has 1 bit (stored as one byte); `handle` is a pointer. Immutable.
     """
 
     kind: str
     bits: int
-    lanes: int = 1
+    lanes: int
 
-    def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise ValueError(f"dtype kind must be one of {_KINDS}, got {self.kind!r}")
-        valid = _VALID_BITS.get(self.kind)
-        if valid is not None and self.bits not in valid:
-            raise ValueError(f"{self.kind} dtype must have {valid} bits, got {self.bits}")
-        if self.kind == "bool" and self.bits != 1:
-            raise ValueError(f"bool dtype has 1 bit, got {self.bits}")
-        if self.kind == "handle" and (self.bits != 64 or self.lanes != 1):
+    def __new__(cls, kind: str, bits: int, lanes: int = 1) -> DataType:
+        if kind not in _KINDS:
+            raise ValueError(f"dtype kind must be one of {_KINDS}, got {kind!r}")
+        valid = _VALID_BITS.get(kind)
+        if valid is not None and bits not in valid:
+            raise ValueError(f"{kind} dtype must have {valid} bits, got {bits}")
+        if kind == "bool" and bits != 1:
+            raise ValueError(f"bool dtype has 1 bit, got {bits}")
+        if kind == "handle" and (bits != 64 or lanes != 1):
             raise ValueError("handle dtype is a scalar 64-bit pointer")
-        if self.lanes < 1:
-            raise ValueError(f"dtype lanes must be >= 1, got {self.lanes}")
+        if lanes < 1:
+            raise ValueError(f"dtype lanes must be >= 1, got {lanes}")
+        base = kind if kind in ("bool", "handle") else f"{kind}{bits}"
+        self = super().__new__(cls, base if lanes == 1 else f"{base}x{lanes}")
+        self.__dict__.update(kind=kind, bits=int(bits), lanes=int(lanes))
+        return self
 
-    def __str__(self) -> str:
-        if self.kind in ("bool", "handle"):
-            base = self.kind
-        else:
-            base = f"{self.kind}{self.bits}"
-        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"DataType {self} is immutable (cannot set {name})")
 
-    __repr__ = __str__
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"DataType {self} is immutable (cannot delete {name})")
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self):
+        return (DataType, (self.kind, self.bits, self.lanes))
+
+    def __copy__(self) -> DataType:
+        return self
+
+    def __deepcopy__(self, memo) -> DataType:
+        return self
 
     @property
     def is_int(self) -> bool:

@@ -3,8 +3,12 @@
 Every expression has a `dtype`. Operators on expressions build new expressions with TVM's rules:
 `+ - *` as usual, `/` is division (truncating for integers, like C), `//` and `%` are floor
 division and floor modulo, `< <= > >=` compare, `& | ^ ~ << >>` are bitwise (logical on bool).
-`==` and `!=` compare *structure* and return a Python bool, as for every IR value; build an
-equality test with `loom.ir.op.equal(a, b)` (also `te.equal`).
+
+`==` and `!=` give an `EqualOp` / `NotEqualOp`, as TVM's do: used in an expression
+(`te.if_then_else(A[i] == 0, ...)`, `select`, `&`) it is the comparison node `op.equal(a, b)`;
+used as a Python truth value (`if a == b`, `in`, dict keys) it says whether the two are the same
+IR value, compared field by field as every IR value is (docs/architecture.md, decision 1; TVM
+compares identity there). `loom.ir.structural_equal` compares programs up to bound variables.
 """
 
 from __future__ import annotations
@@ -112,6 +116,18 @@ class Operators:
     def __ge__(self, other):
         return op.greater_equal(self, other)
 
+    def _expression_eq(self, other):
+        return EqualOp(self, other)
+
+    def _expression_ne(self, other):
+        return NotEqualOp(self, other)
+
+    # `@node` installs these again over the dataclass's field comparison (kept as
+    # `_fields_equal`, which EqualOp's truth value uses).
+    __eq__ = _expression_eq
+    __ne__ = _expression_ne
+    __hash__ = object.__hash__
+
 
 class ExprLike(Operators, abc.ABC):
     """An object that stands for an expression (a te IterVar stands for its loop variable):
@@ -120,6 +136,68 @@ class ExprLike(Operators, abc.ABC):
     @abc.abstractmethod
     def as_expr(self) -> PrimExpr:
         """The expression this object stands for."""
+
+
+def same_value(a, b) -> bool:
+    """Whether `a` and `b` are the same IR value: the same object, or nodes of one class with
+    equal fields (what `bool(a == b)` says). Objects that stand for an expression (a te axis)
+    are the same only if identical."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or not isinstance(a, Node):
+        return False
+    return a._fields_equal(b) is True
+
+
+class EqualOp(ExprLike):
+    """The result of `a == b` on expressions: the comparison `op.equal(a, b)` in an expression,
+    `same_value(a, b)` as a Python truth value (see the module docstring)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def as_expr(self) -> PrimExpr:
+        return op.equal(self.a, self.b)
+
+    asobject = as_expr  # TVM's name
+
+    @property
+    def dtype(self) -> DataType:
+        return self.as_expr().dtype
+
+    def __bool__(self) -> bool:
+        a, b = self.a, self.b  # same_value inlined: dict and `in` lookups of IR call it
+        return a is b or (type(a) is type(b) and isinstance(a, Node) and a._fields_equal(b) is True)
+
+    def __repr__(self) -> str:
+        return f"({self.a} == {self.b})"
+
+
+class NotEqualOp(ExprLike):
+    """The result of `a != b` on expressions: `op.not_equal(a, b)` in an expression, `not
+    same_value(a, b)` as a Python truth value."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def as_expr(self) -> PrimExpr:
+        return op.not_equal(self.a, self.b)
+
+    asobject = as_expr
+
+    @property
+    def dtype(self) -> DataType:
+        return self.as_expr().dtype
+
+    def __bool__(self) -> bool:
+        return not same_value(self.a, self.b)
+
+    def __repr__(self) -> str:
+        return f"({self.a} != {self.b})"
 
 
 class PrimExpr(Operators, Node):

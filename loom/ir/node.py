@@ -2,7 +2,9 @@
 
 IR values never change after construction; a pass builds new ones. `@node` turns a class into such
 a dataclass. Fields marked `derived()` (like an expression's dtype) are computed in `__post_init__`
-from the other fields and take no part in equality.
+from the other fields and take no part in equality. The field comparison is each class's
+`_fields_equal`; it is also `==`, except for expressions, whose `==` builds a comparison (TVM's
+EqualOp, loom/ir/expr.py) that is true as a Python value when `_fields_equal` is.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def node(cls):
             return cached
 
     cls.__hash__ = __hash__
+    cls._fields_equal = cls.__eq__
+    expression_eq = getattr(cls, "_expression_eq", None)
+    if expression_eq is not None:  # the dataclass replaced the expression operators
+        cls.__eq__, cls.__ne__ = expression_eq, cls._expression_ne
     cls._child_fields = tuple(f.name for f in dataclasses.fields(cls) if f.compare)
     return cls
 

@@ -301,7 +301,7 @@ def _compare(cls, a, b) -> PrimExpr:
 
 
 def equal(a, b) -> PrimExpr:
-    """The expression `a == b` (Python's `==` on expressions compares structure instead)."""
+    """The expression `a == b` (what `a == b` on expressions gives inside an expression)."""
     return _compare(EQ, a, b)
 
 
@@ -326,12 +326,12 @@ def greater_equal(a, b) -> PrimExpr:
 
 
 def condition(value, what: str = "condition") -> PrimExpr:
-    """A bool expression from a user-given condition; a Python bool is refused because it is
-    almost always the result of `==` on expressions (which compares structure)."""
+    """A bool expression from a user-given condition; a Python bool is refused: it is almost
+    always a comparison Python made of something that is not an expression."""
     if isinstance(value, bool):
         raise TypeError(
-            f"{what} is a Python bool ({value}); `==`/`!=` on expressions compare structure, "
-            "build the comparison with te.equal(a, b) / te.not_equal(a, b)"
+            f"{what} is a Python bool ({value}), not a condition; build one from expressions "
+            "(`A[i] == 0`, te.equal(a, b))"
         )
     value = convert(value)
     if not value.dtype.is_bool:

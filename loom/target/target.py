@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 
 import llvmlite.binding as llvm
 
@@ -252,21 +253,52 @@ def _vector_bytes(triple: str, features: str) -> int:
     return 16
 
 
+class TargetKind(str):
+    """A target's kind ("llvm", "c", "hexagon", ...): a string, with TVM's `kind.name`."""
+
+    name: str
+
+    def __new__(cls, name: str) -> TargetKind:
+        self = super().__new__(cls, name)
+        self.name = str.__str__(self)
+        return self
+
+    def __reduce__(self):
+        return (TargetKind, (self.name,))
+
+
+_CURRENT = threading.local()
+"""The stack of targets entered with `with target:` in this thread (Target.current)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """kind (a registered target kind), LLVM triple, CPU name, feature string, and options."""
+    """kind (a registered target kind), LLVM triple, CPU name, feature string, and options;
+    `host`, as in TVM, the target of the host code (None: not given).
 
-    kind: str
+    loom's backends generate the host code of their kind themselves (the CPU's code for llvm
+    and c, the host functions of an accelerator with LLVM for this machine), so `host` is
+    recorded, compared and returned, not used to choose a code generator."""
+
+    kind: TargetKind
     triple: str
     cpu: str
     features: str
     options: tuple[tuple[str, str], ...] = ()
+    host: Target | None = None
 
-    def __init__(self, spec: str | Target = "llvm"):
-        if isinstance(spec, Target):
+    def __init__(self, target: str | Target = "llvm", host: str | Target | None = None):
+        if host is not None and not isinstance(host, Target):
+            if not isinstance(host, str):
+                raise TypeError(f"Target host must be a string or a Target, got {host!r}")
+            host = Target(host)
+        if isinstance(target, Target):
             for f in dataclasses.fields(Target):
-                object.__setattr__(self, f.name, getattr(spec, f.name))
+                object.__setattr__(self, f.name, getattr(target, f.name))
+            if host is not None:
+                object.__setattr__(self, "host", host)
             return
+        spec = target
         if not isinstance(spec, str) or not spec.strip():
             raise LoomError(f"target must be a string like 'llvm -mcpu=...', got {spec!r}")
         words = shlex.split(spec)
@@ -289,11 +321,36 @@ class Target:
         _check_common_options(opts)
         triple, cpu, features = backend.describe_target(opts, _host())
         check_llvm_target(triple, cpu, features)
-        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "kind", TargetKind(kind))
         object.__setattr__(self, "triple", triple)
         object.__setattr__(self, "cpu", cpu)
         object.__setattr__(self, "features", features)
         object.__setattr__(self, "options", tuple(sorted(opts.items())))
+        object.__setattr__(self, "host", host)
+
+    def with_host(self, host: str | Target | None) -> Target:
+        """This target with another host (TVM's `Target(target, host)`)."""
+        return Target(self, host)
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The innermost target entered with `with target:` in this thread, as in TVM; None
+        (or, with allow_none=False, a LoomError) outside one."""
+        stack = getattr(_CURRENT, "stack", None)
+        if stack:
+            return stack[-1]
+        if not allow_none:
+            raise LoomError("no target is entered (use `with loom.target.Target(...):`)")
+        return None
+
+    def __enter__(self) -> Target:
+        if not hasattr(_CURRENT, "stack"):
+            _CURRENT.stack = []
+        _CURRENT.stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.stack.pop()
 
     def option(self, key: str, default: str | None = None) -> str | None:
         return dict(self.options).get(key, default)
@@ -364,7 +421,8 @@ class Target:
         return text + "".join(f" -{k}={v}" for k, v in self.options)
 
     def __repr__(self) -> str:
-        return f"Target({str(self)!r})"
+        host = "" if self.host is None else f", host={str(self.host)!r}"
+        return f"Target({str(self)!r}{host})"
 
 
 def as_target(target: str | Target) -> Target:

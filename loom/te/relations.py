@@ -1,5 +1,6 @@
 """How a stage's iteration variables derive from one another: the split and fuse relations,
-and the extents and positions they give every variable."""
+the singleton loop `fuse()` of no axes adds, and the extents and positions they give every
+variable."""
 
 from __future__ import annotations
 
@@ -33,11 +34,22 @@ class Fuse:
     fused: IterVar
 
 
-Relation = Split | Fuse
+@dataclasses.dataclass(frozen=True)
+class Singleton:
+    """A loop of extent 1 derived from no axis (TVM's `fuse()` of no axes): it gives a stage
+    without loops (0-d) a loop to compute another stage at or to annotate. Its variable is
+    always 0 and no other variable depends on it."""
+
+    iter_var: IterVar
+
+
+Relation = Split | Fuse | Singleton
 
 
 def is_reduce_relation(rel: Relation) -> bool:
     """True if the relation derives reduction axes (split and fuse never mix kinds)."""
+    if isinstance(rel, Singleton):
+        return rel.iter_var.is_reduce
     return (rel.parent if isinstance(rel, Split) else rel.outer).is_reduce
 
 
@@ -73,6 +85,8 @@ def relation_extents(
                 ext[rel.outer], ext[rel.inner] = _ceil_div(parent, rel.factor), rel.factor
             else:
                 ext[rel.outer], ext[rel.inner] = rel.nparts, _ceil_div(parent, rel.nparts)
+        elif isinstance(rel, Singleton):
+            ext[rel.iter_var] = 1
         else:
             ext[rel.fused] = _product(ext[rel.outer], ext[rel.inner])
     return ext
@@ -86,6 +100,8 @@ def relation_offsets(
     for rel in reversed(relations):
         if isinstance(rel, Split):
             off[rel.parent] = off[rel.outer] * ext[rel.inner] + off[rel.inner]
+        elif isinstance(rel, Singleton):
+            continue  # a leaf itself, which no other variable derives from
         else:
             fused = off[rel.fused]
             off[rel.outer] = irop.floordiv(fused, ext[rel.inner])

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from loom.errors import ScheduleError
 from loom.ir.expr import IntImm, PrimExpr, StringImm, Var
 from loom.ir.op import convert
 from loom.ir.stmt import ForKind
 from loom.ir.visitor import Mutator, substitute
+from loom.lazy import lazy_attributes
+from loom.te.multi_output import num_outputs, value_index
 from loom.te.operation import compute
-from loom.te.relations import Fuse, Split, is_reduce_relation
+from loom.te.relations import Fuse, Singleton, Split, is_reduce_relation
 from loom.te.rfactor import factor_ops
 from loom.te.tensor import (
     ComputeOp,
@@ -27,6 +31,7 @@ from loom.te.tensor import (
     Range,
     Reduce,
     Tensor,
+    whole_number,
 )
 from loom.te.tensorize import TensorIntrin
 from loom.transform.inject_double_buffer import DOUBLE_BUFFER_PRAGMA
@@ -53,7 +58,7 @@ class Stage:
         roots = list(op.root_iter_vars) if isinstance(op, ComputeOp) else []
         self.all_iter_vars: list[IterVar] = list(roots)
         self.leaf_iter_vars: list[IterVar] = list(roots)
-        self.relations: list[Split | Fuse] = []
+        self.relations: list[Split | Fuse | Singleton] = []
         self.attach_type = AttachType.ROOT
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
@@ -101,9 +106,12 @@ class Stage:
 
     def _require_compute(self, primitive: str) -> None:
         if not isinstance(self.op, ComputeOp):
-            raise self._error(
-                f"{primitive} applies to computed stages; {self.name} is a placeholder (an input)"
+            what = (
+                "a placeholder (an input)"
+                if isinstance(self.op, PlaceholderOp)
+                else f"a {type(self.op).__name__} stage (te.scan / te.extern)"
             )
+            raise self._error(f"{primitive} applies to computed stages; {self.name} is {what}")
 
     def _check_leaf(self, ivar: IterVar, primitive: str) -> None:
         if not isinstance(ivar, IterVar):
@@ -134,6 +142,10 @@ class Stage:
         amount = factor if factor is not None else nparts
         if isinstance(amount, IntImm):
             amount = amount.value
+        if isinstance(amount, float | np.floating):  # `n / 4` in a TVM script
+            amount = whole_number(amount, f"stage {self.name}: split of axis {parent.name}: factor")
+        elif isinstance(amount, np.integer):
+            amount = int(amount)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
             raise self._error(
                 f"split of axis {parent.name}: factor/nparts must be a positive int, got {amount!r}"
@@ -154,19 +166,19 @@ class Stage:
         return outer, inner
 
     def fuse(self, *axes: IterVar) -> IterVar:
-        """Fuse consecutive axes (outermost first) into one."""
+        """Fuse consecutive axes (outermost first) into one; of no axes, add an outermost loop
+        of extent 1 (TVM's singleton) and return it."""
         self._require_compute("fuse")
         if len(axes) == 1 and isinstance(axes[0], list | tuple):
             axes = tuple(axes[0])
         if not axes:
-            # TVM gives a new outermost loop of extent 1 (a "singleton"); loom's relations
-            # derive every loop from the stage's own axes, and a loop from nothing has no place
-            # there yet (docs/tvm-compat.md, "TE behaviour").
-            loops = [v.name for v in self.leaf_iter_vars]
-            hint = f"fuse some of its loops {loops}" if loops else "it has no loops (0-d)"
-            raise self._error(
-                f"fuse() of no axes (TVM's singleton loop of extent 1) is not supported; {hint}"
-            )
+            # as TVM: a new outermost loop of extent 1, e.g. a loop of a 0-d stage to
+            # compute_at another stage at
+            singleton = _derived_iter_var("singleton", IterVarKind.DATA_PAR)
+            self.relations.append(Singleton(singleton))
+            self.all_iter_vars.append(singleton)
+            self.leaf_iter_vars.insert(0, singleton)
+            return singleton
         for a in axes:
             self._check_leaf(a, "fuse")
         positions = [self.leaf_iter_vars.index(a) for a in axes]
@@ -338,7 +350,9 @@ class _ReplaceTensors(Mutator):
     def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
         new = self.generic_mutate(e)
         target = self.mapping.get(e.tensor.op)
-        return ProducerLoad(Tensor(target), new.indices) if target is not None else new
+        if target is None:
+            return new
+        return ProducerLoad(target.output(value_index(e.tensor)), new.indices)
 
     def visit_Reduce(self, e: Reduce) -> PrimExpr:
         return self.generic_mutate(e)
@@ -405,6 +419,12 @@ class Schedule:
                     frontier.append(r)
         return False
 
+    def normalize(self) -> Schedule:
+        """This schedule (TVM's normalize rebases loops to start at 0 and returns a copy):
+        loom's loops already start at 0, a reduction over (1, n) and a stage computed at a
+        region included, whose start lowering adds to the loop variable; nothing changes."""
+        return self
+
     def replace_op(self, stage: Stage, op: ComputeOp) -> None:
         """Give `stage` the operation `op` (its output's shape and dtype) and make every reader
         of its old operation read `op`. When `op` has loops of its own (not the old operation's
@@ -460,6 +480,11 @@ class Schedule:
         """A stage that copies `tensor` into `scope`; `readers` then read the copy."""
 
         source = self[tensor]
+        if num_outputs(source.op) > 1:
+            raise ScheduleError(
+                f"stage {source.name}: cache_read of an output of an operation with several "
+                "outputs is not supported"
+            )
         if isinstance(readers, Tensor | Operation | Stage):
             readers = [readers]
         reader_stages = [self[r] for r in readers]
@@ -482,6 +507,8 @@ class Schedule:
         Must be used before any other primitive on that stage."""
         stage = self[tensor]
         stage._require_compute("cache_write")
+        if num_outputs(stage.op) > 1:
+            raise stage._error("cache_write of an operation with several outputs is not supported")
         if stage.relations or stage.loop_kinds or stage.pragmas:
             raise stage._error("cache_write must come before other primitives on the stage")
         op = stage.op
@@ -584,7 +611,7 @@ def _copy_rule(src: Tensor):
     return rule
 
 
-def _reduce_relations(stage: Stage) -> list[Split | Fuse]:
+def _reduce_relations(stage: Stage) -> list[Split | Fuse | Singleton]:
     return [r for r in stage.relations if is_reduce_relation(r)]
 
 
@@ -603,4 +630,24 @@ def create_schedule(ops: Operation | Sequence[Operation] | Tensor) -> Schedule:
     return Schedule(out)
 
 
-__all__ = ["AttachType", "Fuse", "Range", "Schedule", "Split", "Stage", "create_schedule"]
+# TVM's te.schedule.InferBound / ScheduleOps, imported on first use: they lower schedules, and
+# lowering imports this module.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "InferBound": ("loom.te.schedule_ops", "InferBound"),
+        "ScheduleOps": ("loom.te.schedule_ops", "ScheduleOps"),
+    },
+)
+
+__all__ = [
+    "AttachType",
+    "Fuse",
+    "Range",
+    "Schedule",
+    "Singleton",
+    "Split",
+    "Stage",
+    "create_schedule",
+]

@@ -200,13 +200,48 @@ class Tensor:
             exprs.append(index)
         return ProducerLoad(self, tuple(exprs))
 
-    def __getitem__(self, indices) -> ProducerLoad:
+    def __getitem__(self, indices) -> ProducerLoad | TensorSlice:
+        """`T[i, j]`; fewer indices than dimensions give a `TensorSlice` to index again
+        (`T[i][j]`, as in TVM)."""
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if 0 < len(indices) < self.ndim:
+            return TensorSlice(self, indices)
         return self(*indices)
 
     def __repr__(self) -> str:
         return f"Tensor({self.name}, shape={list(self.shape)}, dtype={self.dtype})"
+
+
+class TensorSlice(ExprLike):
+    """`T[i]` of a tensor with more dimensions: indexed again, it reads an element
+    (`T[i][j]` is `T[i, j]`); in an expression before all its indices are given, an error."""
+
+    __slots__ = ("indices", "tensor")
+
+    def __init__(self, tensor: Tensor, indices: tuple):
+        self.tensor, self.indices = tensor, indices
+
+    def __getitem__(self, indices) -> ProducerLoad | TensorSlice:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return self.tensor[self.indices + indices]
+
+    @property
+    def dtype(self) -> DataType:
+        return self.tensor.dtype
+
+    def as_expr(self) -> PrimExpr:
+        raise LoomError(
+            f"tensor {self.tensor.name} has {self.tensor.ndim} dimensions, used with "
+            f"{len(self.indices)} indices; index it again ({self.tensor.name}[i][j]) or with "
+            "all its indices"
+        )
+
+    asobject = as_expr  # TVM's name
+
+    def __repr__(self) -> str:
+        return f"TensorSlice({self.tensor.name}, {list(self.indices)})"
 
 
 @node
@@ -229,12 +264,35 @@ class CommReducer:
     combine: Callable[[PrimExpr, PrimExpr], PrimExpr]
     identity: Callable[[DataType], PrimExpr]
 
-    def __call__(self, source, axis, where=None, init=None) -> PrimExpr:
-        """Reduce `source` over `axis` (an IterVar or a list of them), where `where` holds; or,
-        with a value instead of axes, combine the two values (`te.max(a, b)`, as in TVM)."""
+    def __call__(self, source, *rest, axis=None, where=None, init=None) -> PrimExpr:
+        """Reduce `source` over `axis` (an IterVar or a list of them, positional or keyword),
+        where `where` holds; or, with values instead of axes, combine them from left to right
+        (`te.max(a, b)`, `te.max(a, b, c)`, as in TVM)."""
         source = irop.convert(source)
-        if where is None and init is None and not isinstance(axis, IterVar | list | tuple):
-            return self.combine(source, irop.convert(axis))
+        while rest and rest[-1] is None:  # where=None, init=None passed on positionally
+            rest = rest[:-1]
+        if axis is None and rest and not isinstance(rest[0], IterVar | list | tuple):
+            if where is not None or init is not None:
+                raise TypeError(
+                    f"{self.name} of values takes no where= or init= (those need axis=)"
+                )
+            result = source
+            for value in rest:
+                result = self.combine(result, irop.convert(value))
+            return result
+        if axis is None:
+            if not rest:
+                raise TypeError(
+                    f"{self.name} needs axis= (te.reduce_axis axes) or a second value to combine"
+                )
+            if len(rest) > 3:
+                raise TypeError(
+                    f"{self.name}(source, axis, where, init) takes at most 4 arguments, got "
+                    f"{1 + len(rest)}"
+                )
+            axis, where, init = reducer_arguments(self.name, rest, where, init)
+        elif rest:
+            raise TypeError(f"{self.name} got axis= and positional arguments {rest!r}")
         axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
         for a in axes:
             if not isinstance(a, IterVar) or not a.is_reduce:
@@ -248,6 +306,18 @@ class CommReducer:
 
     def __repr__(self) -> str:
         return f"CommReducer({self.name})"
+
+
+def reducer_arguments(name: str, rest: tuple, where, init) -> tuple:
+    """(axis, where, init) from a reducer's positional arguments after the source, each given
+    once."""
+    given = list(rest) + [None] * (3 - len(rest))
+    for k, (key, value) in enumerate((("where", where), ("init", init)), start=1):
+        if value is not None:
+            if given[k] is not None:
+                raise TypeError(f"{name} got {key} twice (positionally and as {key}=)")
+            given[k] = value
+    return tuple(given)
 
 
 @node
@@ -313,6 +383,19 @@ def as_int(value) -> int | None:
         return None
 
 
+def _is_float(value) -> bool:
+    return isinstance(value, float | np.floating)
+
+
+def whole_number(value, what: str) -> int:
+    """A float that is a whole number as an int: TVM's scripts compute shapes and factors with
+    `/` (`N / bn`, a float in Python 3), which TVM converts with `int()`. A fraction is refused
+    (TVM would truncate it silently)."""
+    if not float(value).is_integer():
+        raise ValueError(f"{what}: expected a whole number, got {value!r}")
+    return int(value)
+
+
 def is_scalar_integer_expr(value) -> bool:
     return (
         isinstance(value, PrimExpr)
@@ -326,7 +409,7 @@ def normalize_shape(shape, what: str) -> tuple[Extent, ...]:
     """A shape as a tuple of ints and, for symbolic dimensions, scalar integer expressions
     (te.var / te.size_var and expressions of them; one that simplifies to a constant becomes
     an int). A constant dimension must be positive."""
-    if as_int(shape) is not None or is_scalar_integer_expr(shape):
+    if as_int(shape) is not None or is_scalar_integer_expr(shape) or _is_float(shape):
         shape = (shape,)
     try:
         dims = list(shape)
@@ -338,6 +421,8 @@ def normalize_shape(shape, what: str) -> tuple[Extent, ...]:
     for s in dims:
         if isinstance(s, ExprLike) and not isinstance(s, PrimExpr):
             s = s.as_expr()
+        if _is_float(s):
+            s = whole_number(s, f"{what} shape")
         n = as_int(s)
         if n is None and is_scalar_integer_expr(s):
             s = simplify(s)
@@ -359,5 +444,11 @@ def check_dtype(dt, default: str = "float32") -> DataType:
     """A tensor's element type; None means `default` (float32 for tensors, as in TVM)."""
     d = dtype(default if dt is None else dt)
     if d.is_vector or d.is_handle:
-        raise TypeError(f"tensor dtype must be a scalar element type, got {d}")
+        hint = (
+            "; loom's buffers hold scalars: give the scalar type and vectorize a loop "
+            "(s[T].vectorize(axis)), which makes the vector code"
+            if d.is_vector
+            else ""
+        )
+        raise TypeError(f"tensor dtype must be a scalar element type, got {d}{hint}")
     return d

@@ -4,6 +4,7 @@ visitor and mutator."""
 import pytest
 
 from loom.ir import (
+    EQ,
     Add,
     Buffer,
     Cast,
@@ -13,6 +14,7 @@ from loom.ir import (
     IRModule,
     Mutator,
     PrimFunc,
+    Select,
     Var,
     decl_buffer,
     dtype,
@@ -64,8 +66,10 @@ def test_structural_equality_and_hash():
 def test_python_truth_of_an_expression_is_refused():
     with pytest.raises(TypeError, match="no Python truth value"):
         bool(Var("i") < 3)
-    with pytest.raises(TypeError, match=r"te.equal"):
-        op.select(Var("i") == 3, 1, 2)  # == compared structure: a Python bool
+    with pytest.raises(TypeError, match=r"is a Python bool \(True\), not a condition"):
+        op.select(True, 1, 2)
+    sel = op.select(Var("i") == 3, 1, 2)  # == builds the comparison inside an expression
+    assert isinstance(sel, Select) and isinstance(sel.condition, EQ)
 
 
 def test_node_type_checks():

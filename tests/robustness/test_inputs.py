@@ -15,12 +15,7 @@ from tests.robustness.harness import refused
     [
         ((0,), ValueError, r"placeholder A shape dimensions must be positive, got 0"),
         ((-3,), ValueError, r"must be positive, got -3"),
-        (
-            (2.5,),
-            TypeError,
-            r"placeholder A shape must be a tuple of ints or integer expressions \(te.var\), "
-            r"got 2.5",
-        ),
+        ((2.5,), ValueError, r"placeholder A shape: expected a whole number, got 2\.5"),
         (("a",), TypeError, r"shape must be a tuple of ints or integer expressions .*, got 'a'"),
     ],
 )
@@ -95,7 +90,6 @@ def test_unknown_memory_scope_is_a_build_error():
         ("llvm mcpu", r"target option 'mcpu' must look like -key=value"),
         ("hexagon -mcpu=v99", r"unknown Hexagon version 'v99'"),
         ("hexagon -hvx=96", r"-hvx must be 128, 64 or 0"),
-        (None, r"target must be a string like 'llvm -mcpu=...', got None"),
         (3, r"target must be a string"),
     ],
 )
@@ -149,6 +143,8 @@ def test_aliased_arguments_on_the_host(kernel):
 
 def test_bad_module_use(kernel):
     refused(lambda: kernel["nope"], LoomError, r"module has no function 'nope'; it has \['scale'\]")
-    refused(lambda: kernel.time_evaluator("scale", number=0), ValueError, r"number must be an int >= 1")
+    refused(
+        lambda: kernel.time_evaluator("scale", number=0), ValueError, r"number must be an int >= 1"
+    )
     refused(lambda: loom.nd.empty((4,), alignment=3), ValueError, r"alignment must be a power")
     refused(lambda: loom.runtime.set_num_threads(0), ValueError, r"positive int, got 0")

@@ -1,6 +1,7 @@
 """Tensor-expression behaviour as TVM scripts rely on it, through `import loom as tvm`
 (docs/tvm-compat.md, "TE behaviour"): errors are RuntimeErrors, `te.max(a, b)` and
-`te.min(a, b)` build the binary max and min, and `fuse()` of no axes is refused clearly."""
+`te.min(a, b, ...)` build the binary max and min, and `fuse()` of no axes adds TVM's singleton
+loop of extent 1."""
 
 import numpy as np
 import pytest
@@ -156,20 +157,32 @@ def test_max_of_a_value_and_a_non_expression_is_refused():
         te.max(A[0], "zero")
     with pytest.raises(TypeError, match="axis"):
         te.min(A[0])  # neither a second value nor an axis
-    with pytest.raises(TypeError, match=r"reduces over te.reduce_axis\(...\) axes"):
-        te.max(A[0], A[1], A[2])  # TVM folds three values; loom wants te.max(a, te.max(b, c))
+
+
+def test_max_of_three_values_folds_them_left_to_right_as_tvm():
+    A = te.placeholder((N,), name="A")
+    B = te.compute((N,), lambda i: te.max(A[i], 0.0, A[(i + 1) % N]), name="B")
+    C = te.compute((N,), lambda i: te.min(A[i], 1.0, A[(i + 1) % N], -1.0), name="C")
+    s = te.create_schedule([B.op, C.op])
+    a = np.random.uniform(-2, 2, N).astype("float32")
+    b, c = np.empty(N, "float32"), np.empty(N, "float32")
+    run(s, [A, B, C], a, b, c)
+    np.testing.assert_array_equal(b, np.maximum(np.maximum(a, 0), np.roll(a, -1)))
+    np.testing.assert_array_equal(c, np.minimum(np.minimum(np.minimum(a, 1), np.roll(a, -1)), -1))
 
 
 # -- fuse() of no axes ---------------------------------------------------------------------------
-def test_fuse_of_no_axes_is_refused_with_the_stage_and_its_loops():
+def test_fuse_of_no_axes_adds_an_outermost_singleton_loop():
     A = te.placeholder((N, 4), name="A")
     B = te.compute((N, 4), lambda i, j: A[i, j] + 1, name="B")
     s = te.create_schedule(B.op)
-    with pytest.raises(tvm.ScheduleError, match=r"stage B: fuse\(\) of no axes .* \['i', 'j'\]"):
-        s[B].fuse()
-    with pytest.raises(RuntimeError, match="singleton"):  # as TVM scripts catch it
-        s[B].fuse([])
-    assert [iv.name for iv in s[B].leaf_iter_vars] == ["i", "j"]  # the stage is unchanged
+    single = s[B].fuse()
+    assert single.name == "singleton"
+    assert [iv.name for iv in s[B].leaf_iter_vars] == ["singleton", "i", "j"]
+    assert s[B].fuse([]) is not single  # another one, outermost
+    a, b = np.random.rand(N, 4).astype("float32"), np.empty((N, 4), "float32")
+    run(s, [A, B], a, b)
+    np.testing.assert_array_equal(b, a + 1)
 
 
 def test_fuse_of_one_axis_returns_it_as_in_tvm():
@@ -181,12 +194,14 @@ def test_fuse_of_one_axis_returns_it_as_in_tvm():
     assert s[B].leaf_iter_vars == list(B.op.axis)
 
 
-def test_fuse_of_no_axes_of_a_0d_stage_says_it_has_no_loops():
+def test_fuse_of_no_axes_of_a_0d_stage_gives_a_loop_to_compute_at():
     A = te.placeholder((), name="A")
-    T = te.compute((), lambda: A() + 1, name="T")
+    B = te.compute((), lambda: A() * 2, name="B")
+    T = te.compute((), lambda: B() + 1, name="T")
     s = te.create_schedule(T.op)
-    with pytest.raises(tvm.ScheduleError, match=r"stage T: .* it has no loops \(0-d\)"):
-        s[T].fuse()
+    loop = s[T].fuse()
+    s[B].compute_at(s[T], loop)
+    assert s[B].attach_ivar is loop
     a, t = np.array(2.5, "float32"), np.empty((), "float32")
-    run(s, [A, T], a, t)  # it still builds, without the loop
-    assert t == 3.5
+    run(s, [A, T], a, t)
+    assert t == 6.0
