@@ -33,6 +33,7 @@ LAYERS = [
         "compiler",
         [
             "loom.ir",
+            "loom.tir",
             "loom.te",
             "loom.memory",
             "loom.transform",

@@ -41,3 +41,17 @@ def check_call(call) -> None:
     if intrin.arity is not None and len(call.args) != intrin.arity:
         raise TypeError(f"intrinsic {call.op} takes {intrin.arity} arguments, got {len(call.args)}")
     intrin.check(call)
+
+
+TVM_PREFIX = "tir."
+"""How TVM spells its intrinsics' names (`tir.exp`): loom's name is the rest."""
+
+
+def canonical_name(name: str) -> str:
+    """The registered name of an intrinsic named `name` or, as TVM names it, `tir.<name>`;
+    an unknown name as it is (building its Call then says it is unknown)."""
+    if name.startswith(TVM_PREFIX) and name not in INTRINSICS.names():
+        rest = name[len(TVM_PREFIX) :]
+        if rest in INTRINSICS.names():
+            return rest
+    return name

@@ -5,6 +5,7 @@ package registers the built-in kinds (llvm, c, hexagon, npu)."""
 from loom.backend import cpu as _cpu  # noqa: F401
 from loom.backend.hexagon import DEFAULT_VTCM_BYTES
 from loom.backend.npu import backend as _npu  # noqa: F401
+from loom.target import codegen
 from loom.target.target import Target, as_target
 
 
@@ -18,4 +19,4 @@ def hexagon(
     return Target(f"hexagon -mcpu={version} -hvx={hvx} -vtcm={vtcm_size} -opt-level={opt_level}")
 
 
-__all__ = ["Target", "as_target", "hexagon"]
+__all__ = ["Target", "as_target", "codegen", "hexagon"]

@@ -8,6 +8,11 @@ checks the match and names what differs: the number, kinds and extents of the lo
 structure of the computation (operations, dtypes, the reduction), and how each tensor is
 indexed (which loops it varies with, its innermost dimension contiguous). Tiles cut short by a
 split that does not divide become extents smaller than the declared ones.
+
+`decl_tensor_intrin` also takes TVM's form, `fcompute(ins, outs)` over declared buffers
+(`tir.decl_buffer`): lowering binds each buffer to its region as TVM does (data, element
+offset checked against its offset_factor, strides, shape) and rewrites the statements
+fcompute returned onto the region's buffer (the end of this file).
 """
 
 from __future__ import annotations
@@ -20,11 +25,20 @@ from loom.ir import op as irop
 from loom.ir.bound import IntBound
 from loom.ir.buffer import Buffer
 from loom.ir.expr import LT, FloatImm, IntImm, PrimExpr, StringImm, Var
+from loom.ir.offset_buffer import OffsetBuffer, decl_offset_buffer, lower_offset_buffers
 from loom.ir.printer import to_text
 from loom.ir.simplify import simplify
-from loom.ir.stmt import Stmt
+from loom.ir.stmt import NOP, AssertStmt, Evaluate, IfThenElse, Stmt
 from loom.ir.visitor import children, free_vars, post_order_visit, substitute
-from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Reduce, Tensor
+from loom.te.tensor import (
+    ComputeOp,
+    IterVar,
+    PlaceholderOp,
+    ProducerLoad,
+    Reduce,
+    Tensor,
+    as_int,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +60,9 @@ class TensorizeCall:
     inputs: dict[str, Region]
     output: Region
     extents: dict[str, PrimExpr]
+    # the variables of the stage's reduction loops outside the region (loops from 0): when
+    # there are any, the intrinsic computes part of the reduction (reset and update run apart)
+    outer_reduce_vars: tuple[Var, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -68,12 +85,38 @@ class TensorIntrin:
 
 
 def decl_tensor_intrin(
-    compute: Tensor, lower: Callable[[TensorizeCall], dict[str, Stmt]], name: str | None = None
+    compute,
+    lower: Callable,
+    name: str | None = None,
+    binds: Mapping[Tensor, Buffer] | None = None,
+    scalar_params=None,
+    default_buffer_params: Mapping | None = None,
 ) -> TensorIntrin:
-    """Declare an intrinsic (TVM's te.decl_tensor_intrin)."""
+    """Declare an intrinsic, in loom's form or TVM's.
+
+    loom's form: `compute` is the te.compute tensor of what the intrinsic computes and
+    `lower(call)` makes its statements from a `TensorizeCall`. TVM's form
+    (`te.decl_tensor_intrin(op, fcompute, name, binds, ...)`): `compute` is the ComputeOp and
+    `fcompute(ins, outs)` receives a buffer per input and output (`binds[tensor]`, or one
+    declared with `default_buffer_params`) and returns a statement, or (body, reset, update)
+    for a reduction; each buffer is bound to the region it covers (its data, element offset
+    and strides become the region's: see `_bind`)."""
+    if isinstance(compute, ComputeOp):
+        if scalar_params:
+            raise TypeError(
+                "decl_tensor_intrin: scalar_params are not supported (loom's intrinsics take "
+                "no scalar arguments at tensorize time)"
+            )
+        return _decl_tvm_form(compute, lower, name, binds or {}, default_buffer_params or {})
     if not isinstance(compute, Tensor) or not isinstance(compute.op, ComputeOp):
         raise TypeError(
-            "decl_tensor_intrin takes the te.compute tensor that states what the intrinsic computes"
+            "decl_tensor_intrin takes the te.compute tensor that states what the intrinsic "
+            f"computes (or, as in TVM, its op), got {compute!r}"
+        )
+    if binds or scalar_params or default_buffer_params:
+        raise TypeError(
+            "decl_tensor_intrin: binds, scalar_params and default_buffer_params go with TVM's "
+            "form, decl_tensor_intrin(tensor.op, fcompute, ...)"
         )
     return TensorIntrin(name or compute.name, compute, lower)
 
@@ -288,7 +331,14 @@ def match_region(
         ProducerLoad(intrin.compute, tuple(a.var for a in intrin.op.axis)), axes
     )
     output = region(None, out_pattern, f"the output {stage.name}")
-    return TensorizeCall(intrin, inputs, output, _extents(m, inner, extents, pairs, guards))
+    outer = stage.leaf_iter_vars[: len(stage.leaf_iter_vars) - len(inner)]
+    return TensorizeCall(
+        intrin,
+        inputs,
+        output,
+        _extents(m, inner, extents, pairs, guards),
+        tuple(iv.var for iv in outer if iv.is_reduce),
+    )
 
 
 def _extents(
@@ -317,3 +367,277 @@ def _extents(
             name = pairs[by_var[v]].name
             extents[name] = simplify(irop.min_(extents[name], cond.b - lhs_at_zero))
     return extents
+
+
+# -- TVM's form: fcompute(ins, outs) over buffers bound to the regions ---------------------------
+def _decl_tvm_form(
+    compute_op: ComputeOp,
+    fcompute: Callable,
+    name: str | None,
+    binds: Mapping[Tensor, Buffer],
+    default_buffer_params: Mapping,
+) -> TensorIntrin:
+    name = name or compute_op.name
+    inputs = compute_op.input_tensors
+    for t in inputs:
+        if not isinstance(t.op, PlaceholderOp):
+            raise ValueError(
+                f"decl_tensor_intrin {name}: input {t.name} is computed; the intrinsic's "
+                "inputs must be te.placeholders"
+            )
+    output = compute_op.output(0)
+    tensors = [*inputs, output]
+    for t, buf in binds.items():
+        if t not in tensors:
+            raise ValueError(
+                f"decl_tensor_intrin {name}: binds names {t!r}, which is not an input or the "
+                f"output of {compute_op.name} ({[x.name for x in tensors]})"
+            )
+        if not isinstance(buf, Buffer):
+            raise TypeError(f"decl_tensor_intrin {name}: binds[{t.name}] must be a Buffer")
+        declared = [_constant(n) for n in buf.shape]
+        if (
+            buf.dtype != t.dtype
+            or len(declared) != len(t.shape)
+            or any(n is not None and n != as_int(e) for n, e in zip(declared, t.shape))
+        ):
+            raise ValueError(
+                f"decl_tensor_intrin {name}: buffer {buf.name} ({buf.dtype}, shape "
+                f"{[to_text(n) for n in buf.shape]}) bound to {t.name} ({t.dtype}, shape "
+                f"{list(t.shape)})"
+            )
+    buffers = [
+        binds[t]
+        if t in binds
+        else decl_offset_buffer(t.shape, t.dtype, t.op.name, **default_buffer_params)
+        for t in tensors
+    ]
+    stmts = _statements(name, fcompute(buffers[:-1], buffers[-1:]))
+    is_reduce = isinstance(compute_op.body, Reduce)
+    if not is_reduce and stmts["body"] is None:
+        raise ValueError(f"decl_tensor_intrin {name}: fcompute returned no body")
+    if is_reduce and stmts["body"] is None and stmts["update"] is None:
+        raise ValueError(f"decl_tensor_intrin {name}: fcompute returned no body and no update")
+    operands = dict(zip([t.name for t in inputs] + [None], zip(tensors, buffers)))
+    return TensorIntrin(name, output, lambda call: _lower_tvm_form(call, operands, stmts))
+
+
+def _statements(name: str, result) -> dict[str, Stmt | None]:
+    """body, reset and update from what fcompute returned (an expression is evaluated)."""
+    parts = list(result) if isinstance(result, tuple | list) else [result]
+    if not 1 <= len(parts) <= 3:
+        raise TypeError(
+            f"decl_tensor_intrin {name}: fcompute returns a statement or (body, reset, update), "
+            f"got {len(parts)} values"
+        )
+    out: list[Stmt | None] = []
+    for part in parts:
+        if isinstance(part, PrimExpr):
+            part = Evaluate(part)
+        if part is not None and not isinstance(part, Stmt):
+            raise TypeError(
+                f"decl_tensor_intrin {name}: fcompute returned {part!r}, not a statement"
+            )
+        out.append(part)
+    out += [None] * (3 - len(out))
+    return dict(zip(("body", "reset", "update"), out))
+
+
+def _lower_tvm_form(
+    call: TensorizeCall,
+    operands: dict[str | None, tuple[Tensor, Buffer]],
+    stmts: dict[str, Stmt | None],
+) -> dict[str, Stmt]:
+    intrin = call.intrin
+    where = f"tensorize with {intrin.name}"
+    for axis in intrin.axes:
+        got = call.extents[axis.name]
+        if _constant(got) != axis.dom.extent.value:
+            raise ScheduleError(
+                f"{where}: axis {axis.name} has extent {to_text(got)} in a region at the edge of "
+                f"the tensor, the intrinsic's buffers {axis.dom.extent.value} (TVM's form takes "
+                "whole tiles: split by a factor that divides the extent)"
+            )
+    binding = _Binding()
+    accesses = _placeholder_accesses(intrin)
+    for key, (tensor, buf) in operands.items():
+        region = call.output if key is None else call.inputs[key]
+        strides = _region_strides(where, tensor, accesses[tensor], region, intrin.axes)
+        _bind(where, buf, tensor, region, strides, binding)
+
+    def lowered(stmt: Stmt) -> Stmt:
+        stmt = lower_offset_buffers(stmt, binding.values, binding.storage)
+        for cond, message in reversed(binding.checks):
+            stmt = AssertStmt(cond, message, stmt)
+        return stmt
+
+    if not isinstance(intrin.op.body, Reduce):
+        return {"body": lowered(stmts["body"])}
+    body, reset, update = (stmts[k] for k in ("body", "reset", "update"))
+    if not call.outer_reduce_vars and body is not None:
+        # the whole reduction is inside: TVM runs the body alone (lowering runs reset, update)
+        return {"reset": NOP, "update": lowered(body)}
+    if update is None:
+        raise ScheduleError(
+            f"{where}: a reduction loop lies outside the tensorized region, so the intrinsic "
+            "needs an update statement: fcompute returned no (body, reset, update)"
+        )
+    if reset is not None:
+        return {"reset": lowered(reset), "update": lowered(update)}
+    if body is None:
+        raise ScheduleError(
+            f"{where}: fcompute returned no reset and no body to start the reduction with"
+        )
+    # as TVM: without a reset, the body (which starts the sum) runs in the first iteration of
+    # the reduction loops outside, the update in the others
+    first = irop.all_(*(irop.equal(v, 0) for v in call.outer_reduce_vars))
+    return {"reset": NOP, "update": IfThenElse(first, lowered(body), lowered(update))}
+
+
+def _placeholder_accesses(intrin: TensorIntrin) -> dict[Tensor, tuple[PrimExpr, ...]]:
+    """How the intrinsic indexes each tensor (its output by its axes)."""
+    found = {intrin.compute: tuple(a.var for a in intrin.op.axis)}
+
+    def record(n) -> None:
+        if isinstance(n, ProducerLoad):
+            found.setdefault(n.tensor, n.indices)
+
+    post_order_visit(intrin.op.body, record)
+    return found
+
+
+def _region_strides(
+    where: str,
+    tensor: Tensor,
+    indices: tuple[PrimExpr, ...],
+    region: Region,
+    axes: tuple[IterVar, ...],
+) -> list[int]:
+    """The element stride of each dimension of `tensor` in the region: a dimension indexed
+    `c * axis + ...` moves by the region's stride of `axis` divided by c; a dimension the
+    intrinsic indexes by no axis (extent 1) gets the compact stride."""
+    variables = [a.var for a in axes]
+    coefs = [_affine(index, variables)[1] for index in indices]
+    strides: list[int | None] = []
+    for row in coefs:
+        stride = None
+        for axis, c in zip(axes, row):
+            if isinstance(c, IntImm) and c.value:
+                got = region.strides.get(axis.name, 0)
+                if got % c.value:
+                    raise ScheduleError(
+                        f"{where}: {tensor.name} moves {got} elements along {axis.name}, not a "
+                        f"multiple of the intrinsic's {c.value}"
+                    )
+                stride = got // c.value
+                break
+        strides.append(stride)
+    inner = 1
+    for d in reversed(range(len(strides))):
+        if strides[d] is None:
+            strides[d] = inner
+        inner = strides[d] * as_int(tensor.shape[d])
+    for axis, column in zip(axes, zip(*coefs) if coefs else ()):
+        moved = sum(c.value * s for c, s in zip(column, strides) if isinstance(c, IntImm))
+        if moved != region.strides.get(axis.name, 0):
+            raise ScheduleError(
+                f"{where}: the region of {tensor.name} is not a strided view of its buffer "
+                f"along {axis.name}"
+            )
+    return strides
+
+
+def _constant(e: PrimExpr) -> int | None:
+    e = simplify(e)
+    return e.value if isinstance(e, IntImm) else None
+
+
+def _bind(
+    where: str,
+    buf: Buffer,
+    tensor: Tensor,
+    region: Region,
+    strides: list[int],
+    binding: _Binding,
+) -> None:
+    """Bind the declared buffer `buf` of `tensor` to `region`, as TVM's buffer binding does:
+    its data to the region's buffer, its shape to the tensor's, its element offset (a
+    variable, checked against offset_factor, or a constant that must be the region's) and its
+    strides (variables, or constants that must be the region's; none declared: the region
+    must be compact)."""
+    if buf.scope != region.buffer.scope:
+        raise ScheduleError(
+            f"{where}: buffer {buf.name} is declared in scope {buf.scope!r}, the region is in "
+            f"{region.buffer.scope!r}"
+        )
+    binding.storage[buf.data] = region.buffer
+    for declared, extent in zip(buf.shape, tensor.shape):
+        binding.bind(where, declared, extent, f"the extent of {buf.name}")
+    _bind_offset(where, buf, simplify(region.offset), binding)
+    if buf.strides:
+        for d, (declared, got) in enumerate(zip(buf.strides, strides)):
+            binding.bind(where, declared, got, f"stride {d} of {buf.name}")
+        return
+    compact = [_constant(s) for s in buf.element_strides()]
+    extents = [_constant(n) for n in buf.shape]
+    if any(a != b for a, b, n in zip(strides, compact, extents) if n != 1):
+        raise ScheduleError(
+            f"{where}: buffer {buf.name} is declared compact (strides {compact}), the region's "
+            f"strides are {strides}: declare its strides (te.var for a stride that varies)"
+        )
+
+
+def _bind_offset(where: str, buf: Buffer, offset: PrimExpr, binding: _Binding) -> None:
+    declared = buf.elem_offset if isinstance(buf, OffsetBuffer) else IntImm(0)
+    if not isinstance(declared, Var):
+        if _constant(offset - declared) != 0:
+            raise ScheduleError(
+                f"{where}: buffer {buf.name} is declared at element offset {to_text(declared)}, "
+                f"the region starts at {to_text(offset)}: declare it with offset_factor (a "
+                "variable offset) to bind it to a region inside a larger buffer"
+            )
+        return
+    binding.values[declared] = offset
+    factor = buf.offset_factor
+    if factor <= 1:
+        return
+    rest = simplify(irop.floormod(offset, factor))
+    if not isinstance(rest, IntImm):  # decided when the program runs, as in TVM
+        binding.checks.append(
+            (
+                irop.equal(rest, 0),
+                f"{where}: the element offset of {buf.name} is not a multiple of its "
+                f"offset_factor {factor}",
+            )
+        )
+    elif rest.value:
+        raise ScheduleError(
+            f"{where}: buffer {buf.name} needs an element offset that is a multiple of its "
+            f"offset_factor {factor}, the region starts at {to_text(offset)}"
+        )
+
+
+@dataclasses.dataclass
+class _Binding:
+    """What binding an intrinsic's buffers to a region gives: values of their variables
+    (offsets, strides, extents), the region's buffer for each one's data, and the checks left
+    for run time."""
+
+    values: dict[Var, PrimExpr] = dataclasses.field(default_factory=dict)
+    storage: dict[Var, Buffer] = dataclasses.field(default_factory=dict)
+    checks: list[tuple[PrimExpr, str]] = dataclasses.field(default_factory=list)
+
+    def bind(self, where: str, declared: PrimExpr, got: int, what: str) -> None:
+        """A declared variable takes the value `got` (the same everywhere it occurs); a
+        declared constant must be it."""
+        if isinstance(declared, Var):
+            value = IntImm(got, declared.dtype)
+            if _constant(self.values.setdefault(declared, value)) != got:
+                raise ScheduleError(
+                    f"{where}: variable {declared.name} ({what}) is bound to "
+                    f"{to_text(self.values[declared])} and {got}"
+                )
+        elif _constant(declared) != got:
+            raise ScheduleError(
+                f"{where}: {what} is declared {to_text(declared)}, the region's is {got}"
+            )
