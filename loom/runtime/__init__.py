@@ -5,6 +5,7 @@ exported libraries, and device sessions. Nothing here imports loom's compiler (l
 transform, codegen, target); a layering test keeps it so.
 """
 
+from loom.runtime import packed_callback  # noqa: F401 (declares the library call_packed links)
 from loom.runtime.device_handle import Device, cpu
 from loom.runtime.device_module import DeviceModule
 from loom.runtime.enabled import enabled

@@ -11,7 +11,6 @@ from loom.ir.op import (
 )
 from loom.ir.op import (
     cast,
-    const,
     equal,
     greater,
     greater_equal,
@@ -24,13 +23,16 @@ from loom.ir.op import (
     not_equal,
     select,
 )
+from loom.te.extern import ExternOp, extern
 from loom.te.math import ceil, erf, exp, floor, log, pow, round, sigmoid, sqrt, tanh
+from loom.te.multi_output import MultiOutputComputeOp
 from loom.te.operation import (
     bitwise_and,
     bitwise_or,
     bitwise_xor,
     comm_reducer,
     compute,
+    const,
     max,
     min,
     placeholder,
@@ -40,15 +42,20 @@ from loom.te.operation import (
     sum,
     var,
 )
-from loom.te.schedule import Schedule, Stage, create_schedule
+from loom.te.scan import ScanOp, create_schedule, scan
+from loom.te.schedule import Schedule, Stage
 from loom.te.tensor import ComputeOp, IterVar, PlaceholderOp, Range, Reduce, Tensor
+from loom.te.tensorize import decl_tensor_intrin
 
 __all__ = [
     "ComputeOp",
+    "ExternOp",
     "IterVar",
+    "MultiOutputComputeOp",
     "PlaceholderOp",
     "Range",
     "Reduce",
+    "ScanOp",
     "Schedule",
     "Stage",
     "Tensor",
@@ -64,9 +71,11 @@ __all__ = [
     "compute",
     "const",
     "create_schedule",
+    "decl_tensor_intrin",
     "equal",
     "erf",
     "exp",
+    "extern",
     "floor",
     "greater",
     "greater_equal",
@@ -85,6 +94,7 @@ __all__ = [
     "prod",
     "reduce_axis",
     "round",
+    "scan",
     "select",
     "sigmoid",
     "size_var",

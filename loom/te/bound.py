@@ -5,6 +5,10 @@ covers only the region its consumer C reads during one iteration of loop `ivar`:
 outside `ivar` (and `ivar` itself) stay fixed symbols, the loops inside it range over their
 extents. Loop extents are always constants (the upper bound of the region's size); the region's
 start may be an expression of the enclosing loops.
+
+Where each stage is computed comes from an `Attachment` per stage: the stage's own compute_at,
+except for a scan's body, which lowering places in the scan's time loop (as TVM does). A scan's
+stage has its time axis as its only loop; an extern stage has no loops and reads whole tensors.
 """
 
 from __future__ import annotations
@@ -18,9 +22,34 @@ from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.interval import symbolic_interval
 from loom.ir.simplify import can_prove, simplify
 from loom.ir.visitor import free_vars, post_order_visit, substitute
+from loom.te.extern import ExternOp
 from loom.te.relations import as_extent, relation_extents, relation_offsets, uncovered_splits
+from loom.te.scan import ScanOp
 from loom.te.schedule import AttachType, Stage
 from loom.te.tensor import ComputeOp, Extent, IterVar, ProducerLoad, Reduce, is_size_var
+
+
+@dataclasses.dataclass(frozen=True)
+class Attachment:
+    """Where a stage is computed: at the root, inlined, or inside loop `ivar` of `stage`."""
+
+    type: str
+    stage: Stage | None = None
+    ivar: IterVar | None = None
+
+
+def own_attachments(stages: list[Stage]) -> dict[Stage, Attachment]:
+    """Each stage's attachment as its schedule gives it."""
+    return {s: Attachment(s.attach_type, s.attach_stage, s.attach_ivar) for s in stages}
+
+
+def loop_leaves(stage: Stage) -> list[IterVar]:
+    """The loops of a stage, outermost first: a scan's time axis; none for an extern stage."""
+    if isinstance(stage.op, ScanOp):
+        return [stage.op.scan_axis]
+    if isinstance(stage.op, ExternOp):
+        return []
+    return stage.leaf_iter_vars
 
 
 @dataclasses.dataclass
@@ -70,7 +99,7 @@ def last_index(extent: Extent) -> PrimExpr:
 
 
 def leaf_var_bounds(stage: Stage, bounds: StageBounds) -> dict[Var, IntBound]:
-    return {iv.var: loop_bound(bounds.extent[iv]) for iv in stage.leaf_iter_vars}
+    return {iv.var: loop_bound(bounds.extent[iv]) for iv in loop_leaves(stage)}
 
 
 def shape_var_bounds(stages: list[Stage]) -> dict[Var, IntBound]:
@@ -90,6 +119,8 @@ def shape_var_bounds(stages: list[Stage]) -> dict[Var, IntBound]:
 def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr, ...]]:
     """Index tuples of every read of `target`'s tensor in `body`."""
     found: list[tuple[PrimExpr, ...]] = []
+    if body is None:  # a scan or extern stage: no rule
+        return found
 
     def record(n) -> None:
         if isinstance(n, ProducerLoad) and n.tensor.op is target:
@@ -102,22 +133,40 @@ def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr,
 
 
 def infer_bounds(
-    stages: list[Stage], bodies: dict[Stage, PrimExpr], full_domain: set[Stage]
+    stages: list[Stage],
+    bodies: dict[Stage, PrimExpr],
+    full_domain: set[Stage],
+    attach: dict[Stage, Attachment] | None = None,
+    regions: dict[Stage, list[tuple[PrimExpr, Extent]]] | None = None,
 ) -> dict[Stage, StageBounds]:
-    """Bounds of every lowered compute stage; `stages` in producer-before-consumer order,
-    `bodies` their rules with inlined stages substituted, `full_domain` the stages that must be
-    computed entirely (outputs and arguments)."""
+    """Bounds of every lowered stage; `stages` in producer-before-consumer order, `bodies` the
+    compute stages' rules with inlined stages substituted, `full_domain` the stages that must be
+    computed entirely (outputs and arguments), `attach` where each stage is computed (default:
+    its compute_at), `regions` the (start, extent) per dimension of stages whose region is
+    fixed (a scan's update: one time step)."""
+    attach = attach if attach is not None else own_attachments(stages)
+    regions = regions or {}
     result: dict[Stage, StageBounds] = {}
     var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
     for stage in reversed(stages):
         op = stage.op
         root_min: dict[IterVar, PrimExpr] = {}
         root_ext: dict[IterVar, Extent] = {}
+        if not isinstance(op, ComputeOp):
+            for iv in loop_leaves(stage):
+                root_min[iv], root_ext[iv] = iv.dom.min, as_extent(iv.dom.extent)
+            bounds = StageBounds(root_min, root_ext, {iv: iv.var for iv in root_min})
+            result[stage] = bounds
+            var_bounds.update(leaf_var_bounds(stage, bounds))
+            continue
         for iv in op.reduce_axis:
             root_min[iv], root_ext[iv] = iv.dom.min, as_extent(iv.dom.extent)
-        if stage.attach_type == AttachType.SCOPE and stage not in full_domain:
-            readers = [r for r in stages if reads_of(bodies[r], stage.op)]
-            region = _region(stage, readers, result, bodies, var_bounds)
+        if stage in regions:
+            for iv, (lo, extent) in zip(op.axis, regions[stage]):
+                root_min[iv], root_ext[iv] = lo, extent
+        elif attach[stage].type == AttachType.SCOPE and stage not in full_domain:
+            readers = [r for r in stages if reads_of(bodies.get(r), stage.op)]
+            region = _region(stage, readers, result, bodies, var_bounds, attach)
             for iv, (lo, extent) in zip(op.axis, region):
                 root_min[iv], root_ext[iv] = lo, extent
         else:
@@ -130,28 +179,32 @@ def infer_bounds(
     return result
 
 
-def varying_loops(stage: Stage, reader: Stage) -> list[IterVar]:
+def varying_loops(
+    stage: Stage, reader: Stage, attach: dict[Stage, Attachment] | None = None
+) -> list[IterVar]:
     """The loops that vary while `reader` runs inside one iteration of `stage`'s attach loop:
     the attach target's loops inside the attach loop, and every loop of stages nested there.
     Raises if `reader` does not run inside that iteration."""
-    target, ivar = stage.attach_stage, stage.attach_ivar
-    leaves = target.leaf_iter_vars
+    attach = attach if attach is not None else own_attachments([stage, reader])
+    target, ivar = attach[stage].stage, attach[stage].ivar
+    leaves = loop_leaves(target)
     varying = list(leaves[leaves.index(ivar) + 1 :])
     below = reader
     while below is not target:
-        if below.attach_type != AttachType.SCOPE:
+        place = attach.get(below) or own_attachments([below])[below]
+        if place.type != AttachType.SCOPE:
             raise ScheduleError(
                 f"stage {stage.name} is computed inside {target.name} but also read by "
                 f"{reader.name}, which is computed outside it; compute {stage.name} at the root "
                 "or inline it"
             )
-        varying += below.leaf_iter_vars
-        if below.attach_stage is target and leaves.index(below.attach_ivar) < leaves.index(ivar):
+        varying += loop_leaves(below)
+        if place.stage is target and leaves.index(place.ivar) < leaves.index(ivar):
             raise ScheduleError(
                 f"stage {stage.name} is computed at loop {ivar.name} of {target.name}, but its "
-                f"reader {reader.name} is computed at the outer loop {below.attach_ivar.name}"
+                f"reader {reader.name} is computed at the outer loop {place.ivar.name}"
             )
-        below = below.attach_stage
+        below = place.stage
     return varying
 
 
@@ -161,20 +214,21 @@ def _region(
     bounds: dict[Stage, StageBounds],
     bodies: dict[Stage, PrimExpr],
     var_bounds: dict[Var, IntBound],
+    attach: dict[Stage, Attachment],
 ) -> list[tuple[PrimExpr, Extent]]:
     """(start, extent) per dimension of the region of `stage` read during one iteration of its
     attach loop, over all its readers."""
     if not readers:
         raise LoweringError(
-            f"stage {stage.name} is attached to {stage.attach_stage.name}, which does not read it"
+            f"stage {stage.name} is attached to {attach[stage].stage.name}, which does not read it"
         )
     accesses: list[tuple[tuple[PrimExpr, ...], dict]] = []
     for reader in readers:
         rb = bounds[reader]
         values = {iv.var: rb.root_value(iv) for iv in reader.op.root_iter_vars}
         relax = {
-            iv.var: (IntImm(0), last_index(bounds[_owner(iv, reader, stage)].extent[iv]))
-            for iv in varying_loops(stage, reader)
+            iv.var: (IntImm(0), last_index(bounds[_owner(iv, reader, attach)].extent[iv]))
+            for iv in varying_loops(stage, reader, attach)
         }
         for indices in reads_of(bodies[reader], stage.op):
             accesses.append((tuple(substitute(i, values) for i in indices), relax))
@@ -197,12 +251,17 @@ def _region(
     return region
 
 
-def _owner(iv: IterVar, reader: Stage, stage: Stage) -> Stage:
-    """The stage among `reader`'s attach chain (up to `stage`'s attach target) owning `iv`."""
+def _owner(iv: IterVar, reader: Stage, attach: dict[Stage, Attachment]) -> Stage:
+    """The stage among `reader`'s attach chain owning loop `iv`."""
     s = reader
-    while iv not in s.leaf_iter_vars:
-        s = s.attach_stage
+    while iv not in loop_leaves(s):
+        s = attach[s].stage
     return s
+
+
+MAX_PROVEN_REGION = 1 << 24
+"""The largest constant region size bound inference takes from a bound analysis; above it, the
+bound comes from a variable's dtype (a symbolic extent), and the region is the whole dimension."""
 
 
 def _union(
@@ -221,7 +280,7 @@ def _union(
         n = size.value
     else:
         n = const_int_bound(size, var_bounds).hi
-        if n is None:
+        if n is None or n > MAX_PROVEN_REGION:  # a bound from the dtype's range, not a size
             return IntImm(0), extent
     if isinstance(extent, int) and n >= extent:
         return IntImm(0), extent

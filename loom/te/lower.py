@@ -6,6 +6,12 @@ parameters instead); a stage attached with compute_at gets a buffer of the regio
 allocated inside the attach loop; an inlined stage has its rule substituted into its readers.
 A reduction stores its identity in an init nest (over the data-parallel loops inside the first
 reduction loop), then updates in the full nest.
+
+A stage with several outputs (a tuple rule, a tuple reducer) has a buffer per output, all over
+the same region. A scan's stage is its time loop: its inits run before it, and its body (the
+stages between its state and its updates, loom/te/scan.py) runs inside it one time step at a
+time, the updates writing the scan's buffer, which the state placeholder also names. An extern
+stage is its own statement, with the real buffers in place of the ones it was written with.
 """
 
 from __future__ import annotations
@@ -20,21 +26,47 @@ from loom.ir.buffer import Buffer, decl_buffer
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.function import PrimFunc
 from loom.ir.interval import symbolic_interval
+from loom.ir.offset_buffer import lower_offset_buffers
 from loom.ir.simplify import can_prove, simplify
-from loom.ir.stmt import Allocate, AttrStmt, For, ForKind, IfThenElse, Stmt, seq, store
+from loom.ir.stmt import (
+    NOP,
+    Allocate,
+    AttrStmt,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Stmt,
+    seq,
+    store,
+)
 from loom.ir.visitor import Mutator, free_vars, rename_vars, substitute
 from loom.te.bound import (
+    Attachment,
     StageBounds,
     infer_bounds,
     last_index,
     leaf_var_bounds,
     loop_bound,
+    loop_leaves,
+    own_attachments,
     shape_var_bounds,
     split_guards,
 )
+from loom.te.extern import ExternOp
+from loom.te.multi_output import (
+    OutputValues,
+    TupleReduce,
+    num_outputs,
+    output_dtype,
+    output_shape,
+    value_index,
+)
+from loom.te.scan import ScanOp, scan_body
 from loom.te.schedule import AttachType, Schedule, Stage
 from loom.te.tensor import (
     ComputeOp,
+    Extent,
     IterVar,
     PlaceholderOp,
     ProducerLoad,
@@ -57,6 +89,8 @@ class _Inline(Mutator):
         rule = self.inlined.get(e.tensor.op)
         if rule is None:
             return e
+        if isinstance(rule, OutputValues):  # a compute with several outputs: the one read
+            rule = rule.values[value_index(e.tensor)]
         return substitute(rule, {iv.var: i for iv, i in zip(e.tensor.op.axis, e.indices)})
 
     def visit_Reduce(self, e: Reduce) -> PrimExpr:
@@ -72,51 +106,123 @@ class _ReadsToLoads(Mutator):
     def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
         e = self.generic_mutate(e)
         stage = self.lowering.sch[e.tensor]
-        buf = self.lowering.buffers.get(stage)
+        buf = self.lowering.buffers.get((stage, value_index(e.tensor)))
         if buf is None:
             raise LoweringError(
-                f"tensor {stage.name} is read but is neither an argument nor "
+                f"tensor {e.tensor.name} is read but is neither an argument nor "
                 "computed; pass it in the argument list"
             )
         starts = self.lowering.region_starts(stage)
         return buf.load([simplify(i - s) for i, s in zip(e.indices, starts)])
 
 
+class _SubstituteBuffers(Mutator):
+    """Put real buffers in place of the ones an extern stage's statement was written with:
+    in loads, stores, any other buffer field, and where a buffer's data pointer is used."""
+
+    def __init__(self, buffers: dict[Buffer, Buffer]):
+        self.buffers = buffers
+        self.data = {old.data: new.data for old, new in buffers.items()}
+
+    def visit_Var(self, v: Var) -> PrimExpr:
+        return self.data.get(v, v)
+
+    def generic_mutate(self, node):
+        node = super().generic_mutate(node)
+        changes = {}
+        for name in type(node)._child_fields:
+            value = getattr(node, name)
+            if isinstance(value, Buffer) and value in self.buffers:
+                changes[name] = self.buffers[value]
+            elif isinstance(value, tuple) and any(isinstance(v, Buffer) for v in value):
+                changes[name] = tuple(self.buffers.get(v, v) for v in value)
+        return node.replace(**changes) if changes else node
+
+
 @dataclasses.dataclass
 class _Lowering:
     sch: Schedule
-    stages: list[Stage]  # lowered compute stages, producers first
-    bodies: dict[Stage, PrimExpr]
-    buffers: dict[Stage, Buffer]
+    stages: list[Stage]  # lowered stages, producers first
+    bodies: dict[Stage, PrimExpr]  # compute stages' rules
+    buffers: dict[tuple[Stage, int], Buffer]  # each output of each stage (and placeholder)
     bounds: dict[Stage, StageBounds]
     var_bounds: dict[Var, IntBound]
     loop_extents: dict[Var, int | PrimExpr]  # every leaf loop variable's extent
+    attach: dict[Stage, Attachment]
+    shared: set[Stage]  # stages writing another stage's buffer (a scan's init and update)
+    params: set[tuple[Stage, int]]  # outputs that are arguments: the caller allocates them
 
     def region_starts(self, stage: Stage) -> list[PrimExpr]:
-        if stage not in self.bounds:  # a placeholder
-            return [IntImm(0)] * len(stage.op.shape)
+        op = stage.op
+        if stage in self.shared or stage not in self.bounds or not isinstance(op, ComputeOp):
+            return [IntImm(0)] * len(output_shape(op, 0))
         b = self.bounds[stage]
-        return [b.root_min[iv] for iv in stage.op.axis]
+        return [b.root_min[iv] for iv in op.axis]
+
+    def stage_buffers(self, stage: Stage) -> list[Buffer]:
+        return [self.buffers[(stage, k)] for k in range(num_outputs(stage.op))]
+
+    def allocate(self, stage: Stage, stmt: Stmt) -> Stmt:
+        """`stmt` inside the allocations of the buffers `stage` owns."""
+        if stage in self.shared:
+            return stmt
+        for k in reversed(range(num_outputs(stage.op))):
+            if (stage, k) not in self.params:
+                stmt = Allocate(self.buffers[(stage, k)], stmt)
+        return stmt
 
     # -- one stage ---------------------------------------------------------------------------
     def stage_nest(self, stage: Stage) -> Stmt:
-        """The loops computing `stage` into its buffer, with attached stages inside."""
+        """The loops computing `stage` into its buffers, with attached stages inside."""
+        if isinstance(stage.op, ScanOp):
+            # the time loop; the body's stages and the updates are attached inside it
+            return self.loops(stage, loop_leaves(stage), NOP, [], outermost=True)
+        if isinstance(stage.op, ExternOp):
+            return self.extern_nest(stage)
         bounds = self.bounds[stage]
         op: ComputeOp = stage.op
         values = {iv.var: bounds.root_value(iv) for iv in op.root_iter_vars}
-        index = [simplify(bounds.offset[iv]) for iv in op.axis]
-        buf = self.buffers[stage]
+        if stage in self.shared:  # the scan's buffer, of the whole shape
+            index = [values[iv.var] for iv in op.axis]
+        else:
+            index = [simplify(bounds.offset[iv]) for iv in op.axis]
+        bufs = self.stage_buffers(stage)
         guards = split_guards(stage, bounds, self.var_bounds) + self.domain_guards(
             stage, bounds, values
         )
         body = self.bodies[stage]
         to_loads = _ReadsToLoads(self)
         if stage.tensorized is not None:
-            return self.tensorized_nest(stage, bounds, values, index, buf, guards, to_loads)
+            if len(bufs) > 1:
+                raise ScheduleError(
+                    f"stage {stage.name}: tensorize of a compute with several outputs is not "
+                    "supported"
+                )
+            return self.tensorized_nest(stage, bounds, values, index, bufs[0], guards, to_loads)
         leaves = stage.leaf_iter_vars
-        if not isinstance(body, Reduce):
-            value = to_loads.visit(substitute(body, values))
-            return self.loops(stage, leaves, store(buf, value, index), guards, outermost=True)
+
+        def rule(e: PrimExpr) -> PrimExpr:
+            return to_loads.visit(substitute(e, values))
+
+        if isinstance(body, OutputValues):
+            stores = seq(*[store(b, rule(v), index) for b, v in zip(bufs, body.values)])
+            return self.loops(stage, leaves, stores, guards, outermost=True)
+        if not isinstance(body, Reduce | TupleReduce):
+            return self.loops(stage, leaves, store(bufs[0], rule(body), index), guards, True)
+        if isinstance(body, Reduce):
+            identity = [rule(body.identity())]
+            update: Stmt = store(
+                bufs[0], body.combiner.combine(bufs[0].load(index), rule(body.source)), index
+            )
+        else:
+            identity = [rule(v) for v in body.identity()]
+            accs = [b.load(index) for b in bufs]
+            combined = body.combiner.combine_tuple(accs, [rule(s) for s in body.sources])
+            # every output's new value is computed from the old ones before any is stored
+            temps = [Var(f"{b.name}.v", b.dtype) for b in bufs]
+            update = seq(*[store(b, t, index) for b, t in zip(bufs, temps)])
+            for t, value in reversed(list(zip(temps, combined))):
+                update = LetStmt(t, value, update)
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.is_reduce), len(leaves))
         outer, inner = leaves[:first_reduce], leaves[first_reduce:]
         init_leaves = [iv for iv in inner if not iv.is_reduce]
@@ -125,22 +231,54 @@ class _Lowering:
         init = self.loops(
             stage,
             init_leaves,
-            store(buf, to_loads.visit(substitute(body.identity(), values)), index),
+            seq(*[store(b, v, index) for b, v in zip(bufs, identity)]),
             init_guards,
             attach=False,
         )
         init = rename_vars(
             init, {iv.var: iv.var.copy_with_name(f"{iv.var.name}.init") for iv in init_leaves}
         )
-        source = to_loads.visit(substitute(body.source, values))
-        update: Stmt = store(buf, body.combiner.combine(buf.load(index), source), index)
-        cond = simplify(to_loads.visit(substitute(body.condition, values)))
+        cond = simplify(rule(body.condition))
         if not (isinstance(cond, IntImm) and cond.value):
             update = IfThenElse(cond, update)
         update_nest = self.loops(stage, inner, update, guards)
         inner_vars = {iv.var for iv in inner}
         outer_guards = [g for g in guards if not free_vars(g) & inner_vars]
         return self.loops(stage, outer, seq(init, update_nest), outer_guards, outermost=True)
+
+    def extern_nest(self, stage: Stage) -> Stmt:
+        """The extern stage's statement, on the real buffers of its inputs and outputs."""
+        op: ExternOp = stage.op
+        mapping: dict[Buffer, Buffer] = {}
+        for placeholder, tensor in zip(op.input_placeholders, op.inputs):
+            producer = self.sch[tensor]
+            if self.attach.get(producer, Attachment(AttachType.ROOT)).type == AttachType.SCOPE:
+                raise ScheduleError(
+                    f"stage {producer.name} is computed at a loop of "
+                    f"{self.attach[producer].stage.name}, but the extern stage {stage.name} "
+                    "reads all of it; compute it at the root"
+                )
+            buf = self.buffers.get((producer, value_index(tensor)))
+            if buf is None:
+                raise LoweringError(
+                    f"extern stage {stage.name} reads {tensor.name}, which is neither an "
+                    "argument nor computed; pass it in the argument list"
+                )
+            mapping[placeholder] = buf
+        for k, placeholder in enumerate(op.output_placeholders):
+            mapping[placeholder] = self.buffers[(stage, k)]
+        for buf in mapping.values():
+            if buf.strides:
+                raise ScheduleError(
+                    f"extern stage {stage.name} reads or writes {buf.name}, whose rows are "
+                    "padded (storage_align); an extern takes compact tensors"
+                )
+        # every access through a view of a placeholder (the buffer itself, a flat index, an
+        # access_ptr, a decl_buffer(data=..., elem_offset=...) row) as one of the real buffer
+        body = lower_offset_buffers(
+            op.body, storage={p.data: buf.flattened() for p, buf in mapping.items()}
+        )
+        return _SubstituteBuffers(mapping).visit(body)
 
     def tensorized_nest(
         self,
@@ -163,11 +301,8 @@ class _Lowering:
         pos = leaves.index(ivar)
         inner = leaves[pos:]
         for child in self.stages:
-            if (
-                child.attach_type == AttachType.SCOPE
-                and child.attach_stage is stage
-                and child.attach_ivar in inner[1:]
-            ):
+            place = self.attach[child]
+            if place.type == AttachType.SCOPE and place.stage is stage and place.ivar in inner[1:]:
                 raise ScheduleError(
                     f"stage {child.name} is computed at loop "
                     f"{child.attach_ivar.name} of {stage.name}, which "
@@ -238,7 +373,7 @@ class _Lowering:
         self, stage: Stage, bounds: StageBounds, values: dict[Var, PrimExpr]
     ) -> list[PrimExpr]:
         """For an attached stage whose region may leave its shape: 0 <= index < extent."""
-        if stage.attach_type != AttachType.SCOPE:
+        if self.attach[stage].type != AttachType.SCOPE:
             return []
         guards = []
         for iv, extent in zip(stage.op.axis, stage.op.shape):
@@ -308,15 +443,15 @@ class _Lowering:
         children = [
             s
             for s in self.stages
-            if s.attach_type == AttachType.SCOPE
-            and s.attach_stage is stage
-            and s.attach_ivar is ivar
+            if self.attach[s].type == AttachType.SCOPE
+            and self.attach[s].stage is stage
+            and self.attach[s].ivar is ivar
         ]
         if not children:
             return body
         stmt = seq(*[self.stage_nest(c) for c in children], body)
         for child in reversed(children):
-            stmt = Allocate(self.buffers[child], stmt)
+            stmt = self.allocate(child, stmt)
         return stmt
 
 
@@ -354,67 +489,127 @@ def _strides(
     return tuple(strides)
 
 
+def _unique_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name_1`, `name_2`, ... if taken (as TVM names two placeholders both called
+    "placeholder" in one argument list)."""
+    unique, k = name, 0
+    while unique in taken:
+        k += 1
+        unique = f"{name}_{k}"
+    taken.add(unique)
+    return unique
+
+
+def _tensor_name(op, k: int) -> str:
+    return op.name if num_outputs(op) == 1 else f"{op.name}.v{k}"
+
+
 def lower_schedule(sch: Schedule, args: Sequence[Tensor | Var], name: str) -> PrimFunc:
-    """The PrimFunc computing the schedule's outputs; `args` are its parameters in order."""
+    """The PrimFunc computing the schedule's outputs; `args` are its parameters in order. Two
+    tensor arguments with the same name get unique parameter names (`A`, `A_1`, ...)."""
     if not isinstance(args, list | tuple):
         raise TypeError(f"args must be a list of tensors and scalar vars, got {args!r}")
     params: list[Buffer | Var] = []
-    arg_stages: dict[Stage, Buffer] = {}
+    arg_buffers: dict[tuple[Stage, int], Buffer] = {}
+    taken: set[str] = set()
+    scalars: list[Var] = []
+    for a in args:  # scalar names first: a tensor named like one is the one renamed
+        if isinstance(a, Var):
+            if a in scalars:
+                raise LoweringError(f"scalar argument {a.name} is given twice")
+            if a.name in taken:
+                raise LoweringError(
+                    f"two scalar arguments are named {a.name!r}; give the te.var names that differ"
+                )
+            taken.add(a.name)
+            scalars.append(a)
+    states = _scan_states(sch)
     for a in args:
         if isinstance(a, Var):
-            if a in params:
-                raise LoweringError(f"scalar argument {a.name} is given twice")
             params.append(a)
             continue
         if not isinstance(a, Tensor):
             raise TypeError(f"args must hold tensors and te.var scalars, got {a!r}")
+        if a.op in states:
+            raise LoweringError(
+                f"tensor {a.name} is the state placeholder of scan {states[a.op].name}, which "
+                "the scan computes; pass the scan's result instead"
+            )
         if isinstance(a.op, PlaceholderOp) and not any(st.op is a.op for st in sch.stages):
-            params.append(decl_buffer(a.shape, a.dtype, a.name))  # an input nothing reads
-            continue
-        stage = sch[a]
-        if stage in arg_stages:
-            raise LoweringError(f"tensor {stage.name} is given twice in the argument list")
+            params.append(decl_buffer(a.shape, a.dtype, _unique_name(a.name, taken)))
+            continue  # an input nothing reads
+        stage, k = sch[a], value_index(a)
+        if (stage, k) in arg_buffers:
+            raise LoweringError(f"tensor {a.name} is given twice in the argument list")
         if stage.scope != "global":
             raise LoweringError(
                 f"stage {stage.name} is an argument, so it lives in the caller's "
                 f"memory, but set_scope gave it scope {stage.scope!r}"
             )
-        buf = decl_buffer(stage.op.shape, stage.op.dtype, stage.name)
-        arg_stages[stage] = buf
+        buf = decl_buffer(
+            output_shape(stage.op, k),
+            output_dtype(stage.op, k),
+            _unique_name(_tensor_name(stage.op, k), taken),
+        )
+        arg_buffers[(stage, k)] = buf
         params.append(buf)
+    arg_stages = {stage for stage, _ in arg_buffers}
     for out in sch.outputs:
         if sch[out] not in arg_stages:
             raise LoweringError(f"output {out.name} is not in the argument list")
 
     bodies = _effective_bodies(sch)
-    stages = _lowered_stages(sch, bodies, arg_stages)
-    _check_attachments(stages)
-    bounds = infer_bounds(stages, bodies, set(arg_stages))
+    stages = _lowered_stages(sch, bodies, arg_stages, states)
+    attach, regions, shared = _scan_placement(sch, stages, arg_stages)
+    _check_attachments(stages, attach)
+    bounds = infer_bounds(stages, bodies, arg_stages, attach, regions)
     var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
     for stage in stages:
         var_bounds.update(leaf_var_bounds(stage, bounds[stage]))
-    buffers = dict(arg_stages)
+    buffers = dict(arg_buffers)
     for stage in stages:
-        if stage in buffers:
+        if stage in shared:
             continue
-        b = bounds[stage]
-        shape = tuple(b.extent[iv] for iv in stage.op.axis)
-        buffers[stage] = decl_buffer(
-            shape,
-            stage.op.dtype,
-            stage.name,
-            scope=stage.scope,
-            strides=_strides(stage.name, shape, stage.align),
-        )
+        for k in range(num_outputs(stage.op)):
+            if (stage, k) in buffers:
+                continue
+            if isinstance(stage.op, ComputeOp):
+                shape = tuple(bounds[stage].extent[iv] for iv in stage.op.axis)
+            else:
+                shape = output_shape(stage.op, k)
+            buffers[(stage, k)] = decl_buffer(
+                shape,
+                output_dtype(stage.op, k),
+                _tensor_name(stage.op, k),
+                scope=stage.scope,
+                strides=_strides(stage.name, shape, stage.align),
+            )
+    for stage in stages:  # a scan's init, update and state use the scan's buffers
+        if isinstance(stage.op, ScanOp):
+            for k, parts in enumerate(
+                zip(stage.op.init, stage.op.update, stage.op.state_placeholder)
+            ):
+                for t in parts:
+                    buffers[(sch[t], value_index(t))] = buffers[(stage, k)]
     loop_extents = {
-        iv.var: bounds[stage].extent[iv] for stage in stages for iv in stage.leaf_iter_vars
+        iv.var: bounds[stage].extent[iv] for stage in stages for iv in loop_leaves(stage)
     }
-    lowering = _Lowering(sch, stages, bodies, buffers, bounds, var_bounds, loop_extents)
-    roots = [s for s in stages if s.attach_type != AttachType.SCOPE or s in arg_stages]
+    lowering = _Lowering(
+        sch,
+        stages,
+        bodies,
+        buffers,
+        bounds,
+        var_bounds,
+        loop_extents,
+        attach,
+        shared,
+        set(arg_buffers),
+    )
+    roots = [s for s in stages if attach[s].type != AttachType.SCOPE or s in arg_stages]
     body = seq(*[lowering.stage_nest(s) for s in roots])
     for stage in reversed(roots):
-        if stage not in arg_stages:
-            body = Allocate(buffers[stage], body)
+        body = lowering.allocate(stage, body)
     _check_scalars_defined(params, body)
     return PrimFunc(name, tuple(params), body)
 
@@ -443,6 +638,16 @@ def _check_scalars_defined(params: list[Buffer | Var], body: Stmt) -> None:
         )
 
 
+def _scan_states(sch: Schedule) -> dict:
+    """The state placeholders of the schedule's scans, each with its scan."""
+    return {
+        t.op: stage.op
+        for stage in sch.stages
+        if isinstance(stage.op, ScanOp)
+        for t in stage.op.state_placeholder
+    }
+
+
 def _effective_bodies(sch: Schedule) -> dict[Stage, PrimExpr]:
     """Each compute stage's rule with inlined stages substituted."""
     inlined: dict[ComputeOp, PrimExpr] = {}
@@ -452,6 +657,10 @@ def _effective_bodies(sch: Schedule) -> dict[Stage, PrimExpr]:
             continue
         body = _Inline(inlined).visit(stage.op.body)
         if stage.attach_type == AttachType.INLINE:
+            if isinstance(body, TupleReduce):
+                raise ScheduleError(
+                    f"stage {stage.name}: compute_inline: a reduction cannot be inlined"
+                )
             inlined[stage.op] = body
         else:
             bodies[stage] = body
@@ -459,53 +668,135 @@ def _effective_bodies(sch: Schedule) -> dict[Stage, PrimExpr]:
 
 
 def _lowered_stages(
-    sch: Schedule, bodies: dict[Stage, PrimExpr], arg_stages: dict[Stage, Buffer]
+    sch: Schedule, bodies: dict[Stage, PrimExpr], arg_stages: set[Stage], states: dict
 ) -> list[Stage]:
-    """Stages that produce a buffer, producers first; placeholders read must be arguments."""
+    """Stages that produce a buffer, producers first; placeholders read must be arguments
+    (or a scan's state, which is the scan's buffer)."""
     needed: set[Stage] = set(arg_stages)
     for stage in reversed(sch.stages):
         if stage not in needed and not stage.is_output:
             continue
         needed.add(stage)
         body = bodies.get(stage)
-        if body is None:
+        if body is not None:
+            parts = body.parts() if isinstance(body, Reduce | TupleReduce) else [body]
+            reads = [t for part in parts for t in producer_tensors(part)]
+        elif isinstance(stage.op, ScanOp | ExternOp):
+            reads = stage.op.input_tensors
+        else:
             continue
-
-        parts = body.parts() if isinstance(body, Reduce) else [body]
-        for part in parts:
-            for t in producer_tensors(part):
-                producer = sch[t]
-                if isinstance(producer.op, PlaceholderOp) and producer not in arg_stages:
-                    raise LoweringError(
-                        f"placeholder {producer.name} is read by {stage.name} "
-                        "but is not in the argument list"
-                    )
-                needed.add(producer)
+        for t in reads:
+            producer = sch[t]
+            if (
+                isinstance(producer.op, PlaceholderOp)
+                and producer not in arg_stages
+                and producer.op not in states
+            ):
+                raise LoweringError(
+                    f"placeholder {producer.name} is read by {stage.name} "
+                    "but is not in the argument list"
+                )
+            needed.add(producer)
     return [
         s
         for s in sch.stages
-        if s in needed and isinstance(s.op, ComputeOp) and s.attach_type != AttachType.INLINE
+        if s in needed
+        and not isinstance(s.op, PlaceholderOp)
+        and s.attach_type != AttachType.INLINE
     ]
 
 
-def _check_attachments(stages: list[Stage]) -> None:
-    for stage in stages:
-        if stage.attach_type != AttachType.SCOPE:
+def _scan_placement(
+    sch: Schedule, stages: list[Stage], arg_stages: set[Stage]
+) -> tuple[dict[Stage, Attachment], dict[Stage, list[tuple[PrimExpr, Extent]]], set[Stage]]:
+    """Where each stage is computed, with every scan's body in its time loop (as TVM attaches
+    it); the region of each update (one time step: row `time`, whole other dimensions); and
+    the stages writing a scan's buffer (its inits and updates)."""
+    attach = own_attachments(stages)
+    regions: dict[Stage, list[tuple[PrimExpr, Extent]]] = {}
+    shared: set[Stage] = set()
+    lowered = set(stages)
+    for scan_stage in stages:
+        op = scan_stage.op
+        if not isinstance(op, ScanOp):
             continue
-        parent, ivar = stage.attach_stage, stage.attach_ivar
+        axis = op.scan_axis
+        updates = [sch[t] for t in op.update]
+        inits = [sch[t] for t in op.init]
+        for stage in scan_body(op, sch.stages):
+            if stage not in lowered:
+                continue
+            if stage in arg_stages:
+                raise LoweringError(
+                    f"stage {stage.name} is computed in each time step of scan {op.name} (it "
+                    "depends on the state), so it cannot be an argument"
+                )
+            place = attach[stage]
+            if place.type == AttachType.ROOT:
+                attach[stage] = Attachment(AttachType.SCOPE, scan_stage, axis)
+            elif stage in updates and place.stage is not scan_stage:
+                raise ScheduleError(
+                    f"stage {stage.name} is the update of scan {op.name}, computed in the "
+                    f"scan's time loop; it cannot be computed at {place.stage.name}"
+                )
+        time = simplify(axis.dom.min + axis.var)
+        for stage in updates + inits:
+            if stage.attach_type == AttachType.INLINE:
+                role = "update" if stage in updates else "init"
+                raise ScheduleError(
+                    f"stage {stage.name} is the {role} of scan {op.name}, which writes the "
+                    "scan's result: it cannot be inlined"
+                )
+            if num_outputs(stage.op) > 1:
+                raise LoweringError(
+                    f"scan {op.name}: {stage.name} has several outputs; the init and update "
+                    "of a scan must be computes with one output"
+                )
+            if stage in arg_stages:
+                raise LoweringError(
+                    f"stage {stage.name} writes the buffer of scan {op.name}; pass the scan's "
+                    "result instead"
+                )
+            shared.add(stage)
+        for stage in inits:
+            if attach[stage].type != AttachType.ROOT:
+                raise ScheduleError(
+                    f"stage {stage.name} is the init of scan {op.name}, computed before its "
+                    "time loop; it cannot be computed at another stage's loop or inlined"
+                )
+        for stage in updates:
+            regions[stage] = [(time, 1)] + [(IntImm(0), d) for d in stage.op.shape[1:]]
+            for reader in stages:
+                if reader is not scan_stage and any(
+                    t.op is stage.op for t in reader.op.input_tensors
+                ):
+                    raise ScheduleError(
+                        f"stage {stage.name} is the update of scan {op.name}, computed one "
+                        f"time step at a time in its buffer, but {reader.name} reads it; "
+                        f"read the scan's result instead"
+                    )
+    return attach, regions, shared
+
+
+def _check_attachments(stages: list[Stage], attach: dict[Stage, Attachment]) -> None:
+    for stage in stages:
+        place = attach[stage]
+        if place.type != AttachType.SCOPE:
+            continue
+        parent, ivar = place.stage, place.ivar
         if parent.attach_type == AttachType.INLINE:
             raise ScheduleError(
                 f"stage {stage.name} is computed at a loop of {parent.name}, which was inlined"
             )
-        if ivar not in parent.leaf_iter_vars:
+        if ivar not in loop_leaves(parent):
             raise ScheduleError(
                 f"stage {stage.name} is computed at axis {ivar.name} of {parent.name}, which was "
                 "split or fused afterwards; attach to one of "
-                f"{[v.name for v in parent.leaf_iter_vars]}"
+                f"{[v.name for v in loop_leaves(parent)]}"
             )
         seen, s = {stage}, parent
-        while s.attach_type == AttachType.SCOPE:
+        while attach.get(s, Attachment(s.attach_type)).type == AttachType.SCOPE:
             if s in seen:
                 raise ScheduleError(f"stages attached in a cycle through {stage.name}")
             seen.add(s)
-            s = s.attach_stage
+            s = attach[s].stage

@@ -11,6 +11,12 @@ from loom.ir import op as irop
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.simplify import simplify
 from loom.ir.visitor import post_order_visit
+from loom.te.multi_output import (
+    MultiOutputComputeOp,
+    TupleCommReducer,
+    TupleReduce,
+    multi_output_body,
+)
 from loom.te.tensor import (
     CommReducer,
     ComputeOp,
@@ -37,6 +43,12 @@ def placeholder(
     return PlaceholderOp(
         name, normalize_shape(shape, f"placeholder {name}"), check_dtype(dtype)
     ).output(0)
+
+
+def const(value, dtype: str | DataType | None = None, span=None) -> PrimExpr:
+    """A constant (TVM's te.const / tir.const, `dtype` by keyword too): without a dtype, bool,
+    int32 (int64 if it does not fit) or float32. `span` (TVM's source location) is ignored."""
+    return irop.const(value, dtype)
 
 
 def var(name: str = "v", dtype: str | DataType | None = "int32") -> Var:
@@ -105,13 +117,25 @@ def compute(
 ) -> Tensor:
     """A tensor whose element at index `i...` is `fcompute(i...)`.
 
-    The rule may be a reduction (te.sum, te.max, ...) only at its top level, as in TVM.
+    The rule may be a reduction (te.sum, te.max, ...) only at its top level, as in TVM. A rule
+    returning a tuple gives one operation with an output per value, and returns the tuple of
+    its output tensors (`op.output(k)`), as TVM does; a tuple reducer's result (argmax) is such
+    a tuple.
     """
     shape = normalize_shape(shape, f"compute {name}")
     axis = make_axis(shape, _index_names(fcompute, len(shape), name))
     body = fcompute(*[iv.var for iv in axis])
+    if isinstance(body, tuple | list) and len(body) == 1 and not isinstance(body[0], TupleReduce):
+        body = body[0]
+    if isinstance(body, TupleReduce):
+        body = (body,)
     if isinstance(body, tuple | list):
-        raise LoomError(f"compute {name}: rules with several outputs are not supported")
+        multi = multi_output_body(name, body)
+        for value in multi.parts() if isinstance(multi, TupleReduce) else multi.values:
+            _check_body(name, value)
+        op = MultiOutputComputeOp(name, axis, multi, tag, attrs)
+        outputs = tuple(op.output(k) for k in range(op.num_outputs))
+        return outputs[0] if len(outputs) == 1 else outputs
     if isinstance(body, Tensor):
         raise TypeError(
             f"compute {name}: the rule returned a tensor; index it, e.g. {body.name}(i)"
@@ -125,7 +149,7 @@ def _check_body(name: str, body: PrimExpr) -> None:
     inner = [body.source, body.condition] if isinstance(body, Reduce) else [body]
 
     def reject_nested(n) -> None:
-        if isinstance(n, Reduce):
+        if isinstance(n, Reduce | TupleReduce):
             raise LoomError(
                 f"compute {name}: a reduction must be the whole rule, not part of "
                 "an expression (compute it in its own stage)"
@@ -164,8 +188,11 @@ def comm_reducer(
     """A reducer from a commutative, associative `fcombine(acc, x)` and its identity.
 
     `reducer(x, axis)` reduces over reduction axes; `reducer(a, b)` (no axis) combines two
-    values, as TVM's reducers do: `te.max(a, b)`, `te.bitwise_and(a, b)`."""
-    return CommReducer(name, fcombine, fidentity)
+    values, as TVM's reducers do: `te.max(a, b)`, `te.bitwise_and(a, b)`. `reducer((x, y),
+    axis)` reduces tuples: `fcombine` then takes and returns tuples and `fidentity(*dtypes)`
+    gives one identity per value (argmax); the result is a tuple of values for a compute with
+    several outputs."""
+    return TupleCommReducer(name, fcombine, fidentity)
 
 
 sum = comm_reducer(irop.add, _sum_identity, "sum")

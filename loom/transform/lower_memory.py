@@ -12,7 +12,7 @@ Every constant-size allocation is checked against its scope's capacity.
 from __future__ import annotations
 
 from loom import abi, memory
-from loom.abi.dtype import HANDLE, dtype
+from loom.abi.dtype import HANDLE, INT64, dtype
 from loom.errors import LoomError
 from loom.ir import op
 from loom.ir.buffer import Buffer
@@ -54,7 +54,8 @@ class _LowerAllocations(Mutator):
         buf = s.buffer
         scope = memory.get(buf.scope)
         self.scopes.setdefault(scope.name)
-        nbytes = simplify(buf.storage_elements() * buf.dtype.itemsize)
+        # in int64: a symbolic element count times the item size may not fit int32
+        nbytes = simplify(op.cast(buf.storage_elements(), INT64) * buf.dtype.itemsize)
         self._check_capacity(buf, scope, nbytes)
         alignment = max(buf.alignment, scope.alignment)
         strategy = scope.strategy
