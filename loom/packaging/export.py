@@ -17,14 +17,15 @@ import os
 import pathlib
 import tarfile
 import tempfile
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from loom.codegen.llvm.emit import target_machine
 from loom.errors import LoomError
-from loom.runtime import artifact, module
-from loom.runtime.linker import link_objects
+from loom.runtime import artifact, elf, module
+from loom.runtime.linker import link_objects, link_relocatable
 from loom.runtime.load import (
     TAR_ARTIFACT,
     TAR_ARTIFACT_OBJECT,
@@ -85,14 +86,24 @@ def _triple(natives: list[NativeModule]) -> str:
 
 
 def export_library(
-    root: Module, path, *, cc: str | None = None, options: list[str] = ()
+    root: Module,
+    path,
+    *,
+    cc: str | None = None,
+    options: list[str] = (),
+    fcompile: Callable | None = None,
 ) -> pathlib.Path:
     """Write `root` and every module it imports as one shared library, or a `.tar`, sealed
     with a checksum of the whole file. `options` are extra link flags for a `.so`; a `.tar` is
-    linked when loaded, with only the flags of the runtime libraries its modules need."""
+    linked when loaded, with only the flags of the runtime libraries its modules need.
+    `fcompile(output, objects, options)` links the `.so` instead of loom's linker (TVM's
+    `export_library(path, fcompile=tvm.contrib.cc.create_shared)`), given the objects and the
+    runtime libraries' flags as options."""
     path = pathlib.Path(path)
     tar = path.suffix == ".tar"
-    if tar and (options or cc):
+    if fcompile is not None and not callable(fcompile):
+        raise TypeError(f"export_library: fcompile must be a function, got {fcompile!r}")
+    if tar and (options or cc or fcompile):
         raise LoomError(
             "export_library: cc= and options= are for a .so; a .tar is linked when loaded, "
             "by the system linker with the flags of the runtime libraries its modules need "
@@ -124,12 +135,74 @@ def export_library(
         objects.append(art)
         if tar:
             data = _tar_bytes(natives, objects, blob, triple)
+        elif fcompile is not None:
+            linked = tmp_dir / "linked.so"
+            flags = ["-lm", *runtime_link_flags(natives), *options]
+            fcompile(str(linked), [str(o) for o in objects], flags)
+            if not linked.is_file():
+                raise LoomError(f"export_library: fcompile {fcompile!r} wrote no {linked.name}")
+            data = linked.read_bytes()
         else:
             linked = tmp_dir / "linked.so"
             link_objects(objects, linked, triple, cc, runtime_link_flags(natives) + list(options))
             data = linked.read_bytes()
     _write_replacing(path, artifact.seal(data))
     return path
+
+
+def save(root: Module, path, fmt: str = "") -> pathlib.Path:
+    """TVM's `Module.save`: the module's code in the format `fmt` or the file's suffix:
+    "o" (an object file that also holds the artifact record, so a shared library linked from
+    it with `loom.contrib.cc.create_shared` loads with `load_module`), "ll", "s" or "c" (the
+    generated source, for reading; "s" is `get_source("asm")`)."""
+    path = pathlib.Path(path)
+    fmt = fmt or path.suffix.lstrip(".")
+    if not isinstance(root, NativeModule):
+        raise LoomError(f"save: a {root.type_key} module has no code of its own to save")
+    if fmt in ("ll", "s", "asm", "c"):
+        source = {"s": "asm"}.get(fmt, fmt)
+        _write_replacing(path, root.get_source(source).encode())
+        return path
+    if fmt != "o":
+        raise ValueError(
+            f"save: fmt must be 'o', 'll', 's' or 'c' (or the file's suffix), got {fmt!r}"
+        )
+    if root.imports:
+        raise LoomError(
+            "save: the module imports others; an object file holds one module's code: use "
+            "export_library for the whole tree"
+        )
+    records, payloads = _records(root)
+    blob = artifact.pack(
+        {"format_version": artifact.FORMAT_VERSION, "producer": _producer(), "modules": records},
+        payloads,
+    )
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        code, art = pathlib.Path(tmp) / "code.o", pathlib.Path(tmp) / TAR_ARTIFACT_OBJECT
+        code.write_bytes(root.object_code)
+        art.write_bytes(artifact_object(blob, root.triple))
+        merged = pathlib.Path(tmp) / "merged.o"
+        link_relocatable([code, art], merged, root.triple)
+        _write_replacing(path, merged.read_bytes())
+    return path
+
+
+def seal_linked(path) -> bool:
+    """Seal a shared library that a tool other than loom's linker linked from objects `save`
+    wrote (`loom.contrib.cc.create_shared` calls this): when it holds a loom artifact and no
+    seal yet, append the seal (the checksum `load_module` checks first). False when it is not
+    loom's (no artifact section) and was left as it is."""
+    path = pathlib.Path(path)
+    data = path.read_bytes()
+    if artifact.is_sealed(data):
+        return True
+    try:
+        has_artifact = elf.parse(data).section(artifact.SECTION) is not None
+    except LoomError:  # not an ELF file
+        return False
+    if has_artifact:
+        _write_replacing(path, artifact.seal(data))
+    return has_artifact
 
 
 def _write_replacing(path: pathlib.Path, data: bytes) -> None:
@@ -190,3 +263,4 @@ def artifact_object(blob: bytes, triple: str) -> bytes:
 
 
 module.EXPORTER = export_library
+module.SAVER = save

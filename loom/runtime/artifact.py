@@ -81,10 +81,15 @@ def seal(data: bytes) -> bytes:
     return data + _SEAL.pack(SEAL_MAGIC, SEAL_VERSION, 0, len(data), hashlib.sha256(data).digest())
 
 
+def is_sealed(data: bytes) -> bool:
+    """Whether the file ends with a seal's trailer (unseal checks it)."""
+    return len(data) >= SEAL_SIZE and data[-SEAL_SIZE:][:8] == SEAL_MAGIC
+
+
 def unseal(data: bytes, where: str = "the file") -> bytes:
     """The bytes a sealed file's trailer covers, after checking the trailer and the sha256 of
     every byte before it; an ArtifactError if anything of the file was changed."""
-    if len(data) < SEAL_SIZE or data[-SEAL_SIZE:][:8] != SEAL_MAGIC:
+    if not is_sealed(data):
         raise ArtifactError(
             f"{where} does not end with loom's whole-file checksum: it is truncated or "
             "damaged, or was not written by export_library (files written by a loom that did "

@@ -152,3 +152,12 @@ def link_objects(
             [tool, "-shared", "--hash-style=sysv", "-o", str(output), *map(str, objects), *flags],
             f"linking {output.name} for {triple}",
         )
+
+
+def link_relocatable(objects: list[pathlib.Path], output: pathlib.Path, triple: str) -> None:
+    """`ld -r`: the objects as one relocatable object file (every section kept)."""
+    if elf_machine_of_triple(triple) == host_machine():
+        command = [host_linker(), "-r"]
+    else:
+        command = [find_tool("ld.lld", "lld"), "-r"]
+    run([*command, "-o", str(output), *map(str, objects)], f"linking {output.name}")

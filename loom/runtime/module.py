@@ -168,13 +168,30 @@ class Module:
         and imports)."""
         return {}
 
-    def export_library(self, path, *, cc: str | None = None, options: list[str] = ()) -> None:
+    def export_library(
+        self,
+        path,
+        fcompile: Callable | None = None,
+        *,
+        cc: str | None = None,
+        options: list[str] = (),
+    ) -> None:
         """Write this module tree as one shared library (`.so`) or as a `.tar` of objects and
-        sources to link later; see docs/export.md. Linking is the packaging layer's
-        (loom.packaging.export), which installs itself as `EXPORTER` when imported."""
+        sources to link later; see docs/export.md. `fcompile` (TVM's: e.g.
+        `loom.contrib.cc.create_shared`) links the `.so` instead of loom's linker. Linking is
+        the packaging layer's (loom.packaging.export), which installs itself as `EXPORTER`
+        when imported."""
         if EXPORTER is None:
             raise LoomError("export_library needs loom's packaging layer: import loom.packaging")
-        EXPORTER(self, path, cc=cc, options=options)
+        EXPORTER(self, path, cc=cc, options=options, fcompile=fcompile)
+
+    def save(self, path, fmt: str = "") -> None:
+        """TVM's `Module.save`: this module's object file (".o", which also records its
+        signatures, so a library linked from it with `loom.contrib.cc.create_shared` loads with
+        `load_module`) or a source (".ll", ".s", ".c"); see loom.packaging.export.save."""
+        if SAVER is None:
+            raise LoomError("save needs loom's packaging layer: import loom.packaging")
+        SAVER(self, path, fmt)
 
     def __repr__(self) -> str:
         return f"<loom.Module {self.type_key} functions={self.function_names()}>"
@@ -316,6 +333,7 @@ class NativeModule(Module):
 
 
 EXPORTER: Callable | None = None
+SAVER: Callable | None = None
 """export_library(module, path, cc=, options=): set by loom.packaging.export (the runtime links
 nothing itself)."""
 

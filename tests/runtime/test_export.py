@@ -204,7 +204,7 @@ def test_a_library_that_is_not_from_loom(tmp_path):
 def test_artifact_record_round_trip_and_checks():
     blob = artifact.pack({"modules": []}, [("a", b"xyz"), ("b", b"")])
     art = artifact.unpack(blob)
-    assert art.payloads == (("a", b"xyz"), ("b", b"")) and art.version == 1
+    assert art.payloads == (("a", b"xyz"), ("b", b"")) and art.version == artifact.FORMAT_VERSION
     with pytest.raises(artifact.ArtifactError, match=r"truncated"):
         artifact.unpack(blob[:-1])
     with pytest.raises(artifact.ArtifactError, match=r"bad magic"):
@@ -226,7 +226,9 @@ def test_loom_inspect_shows_tree_signatures_memories_and_symbol_providers(tmp_pa
     out = subprocess.run(
         [loom_command(), "inspect", str(path)], capture_output=True, text=True, check=True
     ).stdout
-    assert "x86-64 shared object" in out and "loom artifact format 1" in out
+    assert (
+        "x86-64 shared object" in out and f"loom artifact format {artifact.FORMAT_VERSION}" in out
+    )
     assert "module tree:\n  llvm (linked code" in out
     assert "[llvm] alloc_vtcm(A: int8[2048], B: int8[2048], C: int8[2048])" in out
     assert "memories used: local.vtcm" in out

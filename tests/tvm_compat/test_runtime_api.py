@@ -9,6 +9,7 @@ import pytest
 
 import loom as tvm
 from loom import te
+from loom.contrib import cc
 
 N = 1024
 
@@ -264,3 +265,49 @@ def test_time_evaluator_as_tvm_calls_it():
         f.time_evaluator("inc", 3)
     with pytest.raises(ValueError, match=r"number must be an int >= 1, got 0"):
         f.time_evaluator("inc", dev, number=0)
+
+
+def _vector_add(name="myadd"):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, _ = s[C].split(C.op.axis[0], factor=64)
+    s[C].parallel(xo)
+    return tvm.build(s, [A, B, C], "llvm", name=name)
+
+
+def _check_add(f, name="myadd"):
+    a, b = np.random.rand(1000).astype("float32"), np.random.rand(1000).astype("float32")
+    c = np.empty_like(a)
+    f[name](a, b, c)
+    np.testing.assert_allclose(c, a + b)
+
+
+def test_save_an_object_link_it_with_create_shared_and_load_it(tmp_path):
+    fadd = _vector_add()
+    fadd.save(str(tmp_path / "myadd.o"))
+    fadd.save(str(tmp_path / "myadd.ll"))
+    assert "define" in (tmp_path / "myadd.ll").read_text()
+    cc.create_shared(str(tmp_path / "myadd.so"), [str(tmp_path / "myadd.o")])
+    _check_add(tvm.runtime.load_module(str(tmp_path / "myadd.so")))
+    with pytest.raises(ValueError, match=r"save: fmt must be 'o', 'll', 's' or 'c'"):
+        fadd.save(str(tmp_path / "myadd.bin"))
+
+
+def test_export_library_with_tvm_s_fcompile(tmp_path):
+    fadd = _vector_add()
+    fadd.export_library(str(tmp_path / "packed.so"), cc.create_shared)
+    _check_add(tvm.runtime.load_module(str(tmp_path / "packed.so")))
+    linked = []
+
+    def recording(output, objects, options=None):
+        linked.append(objects)
+        cc.create_shared(output, objects, options)
+
+    fadd.export_library(str(tmp_path / "packed2.so"), fcompile=recording)
+    assert len(linked) == 1 and all(o.endswith(".o") for o in linked[0])
+    _check_add(tvm.runtime.load_module(str(tmp_path / "packed2.so")))
+    with pytest.raises(TypeError, match=r"fcompile must be a function"):
+        fadd.export_library(str(tmp_path / "bad.so"), fcompile="gcc")
