@@ -205,3 +205,39 @@ def test_fuse_of_no_axes_of_a_0d_stage_gives_a_loop_to_compute_at():
     a, t = np.array(2.5, "float32"), np.empty((), "float32")
     run(s, [A, T], a, t)
     assert t == 6.0
+
+
+@pytest.mark.parametrize("target", ["llvm", "c"])
+def test_rfactor_as_tvm_s_reduction_tests_use_it(target):
+    """A sum over a symbolic length split in 4 parts, factored into 4 partial sums computed in
+    parallel, then combined (TVM's test_rfactor with parallel partials)."""
+    n = te.size_var("n")
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    B = te.compute((1,), lambda i: te.sum(A[k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    kf, _ = s[B].split(k, nparts=4)
+    BF = s.rfactor(B, kf)
+    assert int(BF.shape[0]) == 4 and len(BF.op.reduce_axis) == 1
+    s[BF].parallel(BF.op.axis[0])
+    f = tvm.build(s, [A, B], target)
+    for length in (1, 5, 1024, 1027):
+        a = np.random.uniform(size=length).astype("float32")
+        b = np.zeros(1, "float32")
+        f(a, b)
+        np.testing.assert_allclose(b[0], a.sum(), rtol=1e-4)
+
+
+def test_rfactor_with_factor_axis_puts_the_partials_last():
+    n, m = 8, 64
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=16)
+    BF = s.rfactor(B, ki, factor_axis=1)
+    assert [int(d) for d in BF.shape] == [n, 16]
+    f = tvm.build(s, [A, B], "llvm")
+    a, b = np.random.rand(n, m).astype("float32"), np.zeros(n, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5)
