@@ -26,6 +26,7 @@ from loom.te.tensor import (
     Reduce,
     Tensor,
     reducer_arguments,
+    reduction_domain,
 )
 
 
@@ -128,11 +129,7 @@ class TupleCommReducer(CommReducer):
         sources = tuple(irop.convert(s) for s in source)
         if not sources:
             raise ValueError(f"reducer {self.name}: the source tuple is empty")
-        axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
-        for a in axes:
-            if not isinstance(a, IterVar) or not a.is_reduce:
-                raise TypeError(f"{self.name} reduces over te.reduce_axis(...) axes, got {a!r}")
-        cond = irop.const(True) if where is None else irop.condition(where, "reduction where")
+        axes, cond = reduction_domain(self.name, axis, where)
         if init is not None:
             if not isinstance(init, tuple | list) or len(init) != len(sources):
                 raise ValueError(

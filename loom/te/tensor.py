@@ -293,11 +293,7 @@ class CommReducer:
             axis, where, init = reducer_arguments(self.name, rest, where, init)
         elif rest:
             raise TypeError(f"{self.name} got axis= and positional arguments {rest!r}")
-        axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
-        for a in axes:
-            if not isinstance(a, IterVar) or not a.is_reduce:
-                raise TypeError(f"{self.name} reduces over te.reduce_axis(...) axes, got {a!r}")
-        cond = irop.const(True) if where is None else irop.condition(where, "reduction where")
+        axes, cond = reduction_domain(self.name, axis, where)
         if init is not None:
             init = irop.cast(irop.convert(init), source.dtype)
         else:
@@ -306,6 +302,16 @@ class CommReducer:
 
     def __repr__(self) -> str:
         return f"CommReducer({self.name})"
+
+
+def reduction_domain(name: str, axis, where) -> tuple[tuple[IterVar, ...], PrimExpr]:
+    """A reducer's axes (one reduction axis or a list of them) and its condition."""
+    axes = tuple(axis) if isinstance(axis, list | tuple) else (axis,)
+    for a in axes:
+        if not isinstance(a, IterVar) or not a.is_reduce:
+            raise TypeError(f"{name} reduces over te.reduce_axis(...) axes, got {a!r}")
+    cond = irop.const(True) if where is None else irop.condition(where, "reduction where")
+    return axes, cond
 
 
 def reducer_arguments(name: str, rest: tuple, where, init) -> tuple:
