@@ -12,6 +12,7 @@ from loom.ir.buffer import Buffer
 from loom.ir.expr import (
     Add,
     Call,
+    Cast,
     FloorDiv,
     FloorMod,
     IntImm,
@@ -138,6 +139,9 @@ def _dimension(func: PrimFunc, buf: Buffer, d: PrimExpr) -> int | str:
             return f"({text(e.a)} {_SHAPE_OPERATORS[type(e)]} {text(e.b)})"
         if isinstance(e, Min | Max):
             return f"{type(e).__name__.lower()}({text(e.a)}, {text(e.b)})"
+        if isinstance(e, Cast) and e.value.dtype.is_integer and e.dtype.is_integer:
+            if e.dtype.bits >= e.value.dtype.bits:  # widening (int32 to int64): the same value
+                return text(e.value)
         raise LoomError(
             f"function {func.name}: argument {buf.name} has the dimension {d}; a symbolic "
             "dimension may use + - * floordiv floormod min max of integers and shape variables"

@@ -12,7 +12,8 @@ import os
 import pathlib
 from collections.abc import Callable, Sequence
 
-from loom.packaging.export import seal_linked
+from loom.errors import LoomError
+from loom.packaging.export import saved_objects, seal_linked
 from loom.runtime.native_lib import find_tool, run
 
 
@@ -56,6 +57,13 @@ def create_shared(
     """Link (and compile, for C sources) `objects` into the shared library `output`. A
     library linked from objects `Module.save` wrote holds their loom artifact: it is sealed
     (the whole-file checksum `load_module` checks), so `tvm.runtime.load_module` loads it."""
+    saved = saved_objects(_paths(objects, cwd, "create_shared"))
+    if len(saved) > 1:
+        raise LoomError(
+            f"create_shared: {len(saved)} objects written by Module.save ({', '.join(saved)}); "
+            "a library holds one loom module tree: import the modules into one "
+            "(mod.import_module) and export_library it"
+        )
     _compile(output, objects, options, cc, cwd, ["-shared", "-fPIC"], "create_shared")
     seal_linked(os.path.join(cwd or "", os.fspath(output)))
 

@@ -17,6 +17,8 @@ any array: it must be a scalar argument (`[m, A, B]`), or lowering fails here, n
 
 from __future__ import annotations
 
+import keyword
+
 from loom.errors import LoweringError
 from loom.ir.buffer import Buffer
 from loom.ir.expr import IntImm, Var
@@ -30,6 +32,23 @@ SHAPE_PARAMS_ATTR = "shape_params"
 def shape_params(func: PrimFunc) -> int:
     """How many of `func`'s last parameters are shape variables bound from its arguments."""
     return func.attr(SHAPE_PARAMS_ATTR, 0)
+
+
+def _check_shape_var(func: PrimFunc, buf: Buffer, v: Var) -> None:
+    """A shape variable the caller binds: an integer of 32 or 64 bits (a narrower one would wrap
+    in the loop extents computed from it), named so that a signature can write it (a Python
+    identifier: loom/abi/shape_expr.py)."""
+    where = f"function {func.name}: the shape variable {v.name} of argument {buf.name}"
+    if not v.dtype.is_integer or v.dtype.bits < 32:
+        raise LoweringError(
+            f"{where} is {v.dtype}; shape variables must be int32 or int64 (extents computed "
+            "from a narrower one would wrap around)"
+        )
+    if not v.name.isidentifier() or keyword.iskeyword(v.name) or v.name in ("min", "max"):
+        raise LoweringError(
+            f"{where}: its name must be a Python identifier other than a keyword, min or max "
+            "(signatures write shapes as expressions in these names)"
+        )
 
 
 def bind_shape_vars(func: PrimFunc) -> PrimFunc:
@@ -54,6 +73,8 @@ def bind_shape_vars(func: PrimFunc) -> PrimFunc:
                 bound.append(d)
     defined = scalars | set(bound)
     for buf in buffers:
+        for v in set().union(*map(free_vars, buf.shape)):
+            _check_shape_var(func, buf, v)
         for d in buf.shape:
             missing = sorted(v.name for v in free_vars(d) - defined)
             if missing:

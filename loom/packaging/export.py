@@ -146,7 +146,7 @@ def export_library(
             linked = tmp_dir / "linked.so"
             link_objects(objects, linked, triple, cc, runtime_link_flags(natives) + list(options))
             data = linked.read_bytes()
-    _write_replacing(path, artifact.seal(data))
+    _write_replacing(path, data if artifact.is_sealed(data) else artifact.seal(data))
     return path
 
 
@@ -185,6 +185,19 @@ def save(root: Module, path, fmt: str = "") -> pathlib.Path:
         link_relocatable([code, art], merged, root.triple)
         _write_replacing(path, merged.read_bytes())
     return path
+
+
+def saved_objects(paths) -> list[str]:
+    """Which of the object files `paths` hold a loom artifact (objects `save` wrote)."""
+    found = []
+    for p in paths:
+        try:
+            data = pathlib.Path(p).read_bytes()
+            if elf.parse(data).section(artifact.SECTION) is not None:
+                found.append(str(p))
+        except (OSError, LoomError):  # not an ELF object (a C source): not loom's
+            continue
+    return found
 
 
 def seal_linked(path) -> bool:

@@ -141,8 +141,8 @@ def _check_array(sig: FunctionSignature, spec: ParamSpec, value) -> np.ndarray:
     where = f"{sig.name}: argument {spec.name}"
     if not isinstance(value, np.ndarray):
         raise TypeError(
-            f"{where} must be a numpy array of {spec.dtype}{list(spec.shape)}, got "
-            f"{type(value).__name__}"
+            f"{where} must be a numpy array of {spec.dtype}[{', '.join(map(str, spec.shape))}], "
+            f"got {type(value).__name__}"
         )
     expected = to_dtype(spec.dtype).numpy
     if value.dtype != expected:
@@ -172,6 +172,20 @@ def check_shape(sig: FunctionSignature, spec: ParamSpec, shape: tuple[int, ...])
         )
 
 
+def _check_dimension_fits(
+    sig: FunctionSignature, spec: ParamSpec, dim: str, extent: int, dtypes: dict, values: dict
+) -> None:
+    """The kernel computes a symbolic dimension in the widest dtype of its variables: its value
+    must fit there, or the kernel's extents would wrap around."""
+    widest = max((dtypes[v] for v in shape_expr.variables(dim)), key=lambda t: t.bits)
+    if not 0 <= extent <= widest.max_value():
+        given = ", ".join(f"{v} = {values[v]}" for v in shape_expr.variables(dim))
+        raise ValueError(
+            f"{sig.name}: argument {spec.name} has the dimension {dim} = {extent} ({given}), "
+            f"which does not fit {widest}"
+        )
+
+
 def bind_shapes(
     sig: FunctionSignature, checked: list[tuple[ParamSpec, object]]
 ) -> list[tuple[ParamSpec, int]]:
@@ -193,12 +207,16 @@ def bind_shapes(
                 if isinstance(d, str) and d.isidentifier() and d not in values:
                     values[d] = value.shape[k]
                     source[d] = f"dimension {k} of argument {spec.name}"
+    dtypes = {p.name: to_dtype(p.dtype) for p in sig.params if not p.is_buffer}
     for spec, value in checked:
         if not spec.is_symbolic:
             continue
         expected = tuple(
             d if isinstance(d, int) else shape_expr.evaluate(d, values) for d in spec.shape
         )
+        for d, extent in zip(spec.shape, expected):
+            if isinstance(d, str):
+                _check_dimension_fits(sig, spec, d, extent, dtypes, values)
         if tuple(value.shape) != expected:
             names = [v for d in spec.shape if isinstance(d, str) for v in shape_expr.variables(d)]
             given = ", ".join(

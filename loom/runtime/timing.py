@@ -47,6 +47,10 @@ def evaluator(
             raise ValueError(f"time_evaluator: {name} must be an int >= 1, got {value!r}")
     if isinstance(min_repeat_ms, bool) or not isinstance(min_repeat_ms, int | float):
         raise TypeError(f"time_evaluator: min_repeat_ms must be a number, got {min_repeat_ms!r}")
+    if not math.isfinite(min_repeat_ms) or min_repeat_ms < 0:
+        raise ValueError(
+            f"time_evaluator: min_repeat_ms must be a finite number >= 0, got {min_repeat_ms!r}"
+        )
 
     def run(*args) -> TimeResult:
         calls = number

@@ -311,3 +311,16 @@ def test_export_library_with_tvm_s_fcompile(tmp_path):
     _check_add(tvm.runtime.load_module(str(tmp_path / "packed2.so")))
     with pytest.raises(TypeError, match=r"fcompile must be a function"):
         fadd.export_library(str(tmp_path / "bad.so"), fcompile="gcc")
+
+
+def test_two_saved_modules_in_one_library_are_refused_clearly(tmp_path):
+    first, second = tmp_path / "first.o", tmp_path / "second.o"
+    _vector_add("first").save(str(first))
+    _vector_add("second").save(str(second))
+    with pytest.raises(tvm.LoomError, match=r"2 objects written by Module.save"):
+        cc.create_shared(str(tmp_path / "both.so"), [str(first), str(second)])
+
+
+def test_time_evaluator_refuses_an_endless_min_repeat_ms():
+    with pytest.raises(ValueError, match=r"min_repeat_ms must be a finite number >= 0, got inf"):
+        _vector_add().time_evaluator("myadd", tvm.cpu(0), min_repeat_ms=float("inf"))

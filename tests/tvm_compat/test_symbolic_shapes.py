@@ -121,17 +121,42 @@ def test_a_shape_variable_given_as_an_argument_must_agree_with_the_arrays():
         f(c, d, 5)
 
 
-def test_a_dimension_too_large_for_the_shape_variable_dtype_is_refused():
-    n = te.var("n", "int8")
-    A = te.placeholder((n,), name="A", dtype="uint8")
+@pytest.mark.parametrize(
+    "n, match",
+    [
+        (te.var("n", "int8"), r"shape variable n of argument A is int8; shape variables must"),
+        (te.var("n.x"), r"shape variable n.x of argument A: its name must be a Python identifier"),
+        (te.var("max"), r"other than a keyword, min or max"),
+    ],
+    ids=["int8", "dotted", "max"],
+)
+def test_a_shape_variable_narrower_than_int32_or_not_an_identifier_is_refused(n, match):
+    A = te.placeholder((n,), name="A")
     B = te.compute((n,), lambda i: A[i] + 1, name="B")
+    with pytest.raises(tvm.LoweringError, match=match):
+        tvm.build(te.create_schedule(B.op), [A, B], "llvm")
+
+
+def test_an_int64_and_an_int32_variable_in_one_dimension():
+    n, m = te.var("n", "int64"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n * m,), lambda i: A[i // m, i % m] * 2, name="B")
     f = tvm.build(te.create_schedule(B.op), [A, B], "llvm")
-    a = np.zeros(127, "uint8")
-    b = np.empty_like(a)
+    assert f["main"].signature.describe() == "main(A: float32[n, m], B: float32[n * m])"
+    a = np.random.rand(3, 5).astype("float32")
+    b = np.empty(15, "float32")
     f(a, b)
-    assert (b == 1).all()
-    with pytest.raises(ValueError, match=r"shape variable n = 200 .* does not fit its dtype int8"):
-        f(np.zeros(200, "uint8"), np.zeros(200, "uint8"))
+    np.testing.assert_array_equal(b, a.reshape(-1) * 2)
+
+
+def test_a_compound_dimension_that_does_not_fit_its_dtype_is_refused():
+    n = te.var("n")
+    A = te.placeholder((n * 4,), name="A")
+    B = te.compute(A.shape, lambda i: A[i] + 1, name="B")
+    f = tvm.build(te.create_schedule(B.op), [n, A, B], "llvm")
+    # 2**29 * 4 does not fit int32: the kernel's extent would wrap (checked before any array)
+    with pytest.raises(ValueError, match=r"dimension n \* 4 = 2147483648 \(n = 536870912\)"):
+        f(2**29, np.zeros(0, "float32"), np.zeros(0, "float32"))
 
 
 def test_a_shape_variable_named_like_an_argument_is_refused():
