@@ -68,6 +68,11 @@ class ForKind(StrEnum):
     UNROLLED = "unrolled"
 
 
+UNROLL_FULL = "unroll_full"
+"""A `For` annotation: the code generator asks the back-end compiler to unroll the loop
+completely (loom/transform/unroll_loop.py: pragma unroll_explicit False)."""
+
+
 @node
 class For(Stmt):
     """`for loop_var in [min, min + extent)`, run as `kind` says."""

@@ -6,6 +6,13 @@ constant value. Unrolled loops inside unrolled loops multiply: a function may ho
 which the build would take longer than a few seconds (4000 copies of a one-line body build in
 about 3.5 s, 20,000 in 17 s); more is a LoomError naming the loop, what it writes, its extent
 and the limit.
+
+`pragma(axis, "unroll_explicit", False)` on an unrolled axis (TVM's name) leaves the copies to
+the back end instead: the loop stays, marked `UNROLL_FULL` (LLVM's `llvm.loop.unroll.full`, C's
+`#pragma GCC unroll`), and the compiler unrolls it completely. That is for loops whose variable
+does not need to be a constant in loom's IR (it indexes no register tile, decides no branch):
+their copies would only cost loom's passes time (a matmul's reduction steps: a third of its
+first build). `unroll_explicit` True, or no pragma, unrolls here.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ from loom.errors import LoomError
 from loom.ir.expr import IntImm
 from loom.ir.function import PrimFunc
 from loom.ir.op import add
-from loom.ir.stmt import BufferStore, For, ForKind, Stmt, seq
+from loom.ir.stmt import UNROLL_FULL, AttrStmt, BufferStore, For, ForKind, Stmt, seq
 from loom.ir.visitor import Mutator, post_order_visit, substitute
 from loom.transform.pass_infra import Pass, PassContext, register_config, register_pass
+
+UNROLL_EXPLICIT = "pragma_unroll_explicit"
 
 MAX_UNROLL = 1024
 """The default limit on the copies of a body that unrolling makes in one function."""
@@ -53,6 +62,30 @@ class _Unroll(Mutator):
         self.func = func
         self.limit = limit
         self.copies = 1  # copies the unrolled loops around the current statement make
+
+    def visit_AttrStmt(self, attr: AttrStmt) -> Stmt:
+        if attr.key != UNROLL_EXPLICIT:
+            return self.generic_mutate(attr)
+        loop = attr.body
+        if type(loop) is not For or loop.loop_var is not attr.node:
+            return self.visit(loop)  # lowering dropped the loop (one iteration)
+        if loop.kind != ForKind.UNROLLED:
+            raise LoomError(
+                f"function {self.func.name}: pragma unroll_explicit on loop "
+                f"{loop.loop_var.name}, which is {loop.kind.value}, not unrolled: "
+                "it applies to an axis given to unroll()"
+            )
+        if type(attr.value) is not IntImm:
+            raise LoomError(
+                f"function {self.func.name}: pragma unroll_explicit on loop {loop.loop_var.name} "
+                f"takes True or False, got {attr.value}"
+            )
+        if attr.value.value:
+            return self.visit_For(loop)
+        kept = loop.replace(
+            kind=ForKind.SERIAL, annotations=(*loop.annotations, (UNROLL_FULL, True))
+        )
+        return self.generic_mutate(kept)
 
     def visit_For(self, loop: For) -> Stmt:
         if loop.kind != ForKind.UNROLLED:

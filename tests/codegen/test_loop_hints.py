@@ -1,6 +1,7 @@
-"""Loops LLVM is told not to unroll (loom/codegen/llvm/loop_hints.py): long loops that only copy
-whole vectors get `llvm.loop.unroll.disable`, every other loop is left to LLVM; results do not
-change."""
+"""What LLVM's unroller is told about loops (loom/codegen/llvm/loop_hints.py): long loops that
+only copy whole vectors get `llvm.loop.unroll.disable`, loops with pragma unroll_explicit False
+`llvm.loop.unroll.full` (and C's `#pragma GCC unroll`), every other loop is left to LLVM;
+results do not change."""
 
 import numpy as np
 import pytest
@@ -90,3 +91,46 @@ def test_results_are_those_of_a_copy(rows):
 def test_llvm_keeps_a_hinted_loop_rolled():
     source = loom.build(copy_rows(1024), target="llvm", name="copy_rows").get_source("ll")
     assert source.count(f"load <{LANES} x float>") == 1  # one row an iteration: not unrolled
+
+
+def row_sums_schedule(explicit: bool | None):
+    """B[i] = sum of A[i, :16], the reduction split by 4, its inner steps unrolled (by loom, or
+    with pragma unroll_explicit False by the back-end compiler)."""
+    A = loom.te.placeholder((8, 16), "float32", name="A")
+    k = loom.te.reduce_axis(16, name="k")
+    B = loom.te.compute((8,), lambda i: loom.te.sum(A[i, k], axis=k), name="B")
+    s = loom.te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=4)
+    s[B].unroll(ki)
+    if explicit is not None:
+        s[B].pragma(ki, "unroll_explicit", explicit)
+    return s, [A, B]
+
+
+def row_sums(target: str, explicit: bool | None):
+    """The built row sums, checked against numpy."""
+    mod = loom.build(*row_sums_schedule(explicit), target=target, name="row_sums")
+    a = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    b = np.zeros(8, np.float32)
+    mod["row_sums"](a, b)
+    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    return mod
+
+
+def test_unroll_explicit_false_has_llvm_unroll_the_loop_completely():
+    """The loop reaches LLVM with `llvm.loop.unroll.full`, which unrolls it: the optimized IR
+    adds four elements per iteration of the outer step loop, as when loom unrolls it."""
+    target = as_target("llvm")
+    mod = loom.lower(*row_sums_schedule(False), name="row_sums", target=target)
+    text = str(generate(mod, target, module_signatures(mod, target.alignment)))
+    assert '!{ !"llvm.loop.unroll.full" }' in text
+    by_loom = row_sums("llvm", None).get_source("ll")
+    by_llvm = row_sums("llvm", False).get_source("ll")
+    assert by_llvm.count("fadd") == by_loom.count("fadd") >= 4
+    assert row_sums("llvm", True).get_source("ll").count("fadd") == by_loom.count("fadd")
+
+
+def test_unroll_explicit_false_asks_the_c_compiler_to_unroll():
+    source = row_sums("c", False).get_source("c")
+    assert "#pragma GCC unroll 4" in source
+    assert "#pragma GCC unroll" not in row_sums("c", None).get_source("c")

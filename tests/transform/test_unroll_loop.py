@@ -8,6 +8,7 @@ from loom import LoomError
 from loom.ir import (
     NOP,
     Add,
+    AttrStmt,
     For,
     IntImm,
     IRModule,
@@ -18,6 +19,7 @@ from loom.ir import (
     decl_buffer,
     seq,
 )
+from loom.ir.stmt import UNROLL_FULL
 from loom.transform.unroll_loop import unroll_loop
 
 
@@ -106,4 +108,55 @@ def test_non_constant_extent_is_an_error():
         return For(i, IntImm(0), n, "unrolled", A.store(i, (i,)))
 
     with pytest.raises(LoomError, match=r"loop i is marked unrolled but its extent n"):
+        unroll_loop(func(before))
+
+
+def explicit(i, value, body):
+    return AttrStmt("pragma_unroll_explicit", IntImm(value), body, i)
+
+
+def test_unroll_explicit_false_keeps_the_loop_for_the_back_end():
+    def before(A, n):
+        i = Var("i")
+        return explicit(i, 0, loop(i, 4, A.store(i, (i,))))
+
+    def expected(A, n):
+        i = Var("i")
+        return For(i, IntImm(0), IntImm(4), "serial", A.store(i, (i,)), ((UNROLL_FULL, True),))
+
+    check(before, expected)
+
+
+def test_unroll_explicit_false_still_unrolls_the_loops_inside():
+    def before(A, n):
+        i, j = Var("i"), Var("j")
+        return explicit(i, 0, loop(i, 4, loop(j, 2, A.store(i + j, (j,)))))
+
+    def expected(A, n):
+        i = Var("i")
+        body = seq(
+            A.store(Add(i, IntImm(0)), (IntImm(0),)), A.store(Add(i, IntImm(1)), (IntImm(1),))
+        )
+        return For(i, IntImm(0), IntImm(4), "serial", body, ((UNROLL_FULL, True),))
+
+    check(before, expected)
+
+
+def test_unroll_explicit_true_unrolls_here():
+    def before(A, n):
+        i = Var("i")
+        return explicit(i, 1, loop(i, 2, A.store(i, (i,))))
+
+    def expected(A, n):
+        return seq(A.store(IntImm(0), (IntImm(0),)), A.store(IntImm(1), (IntImm(1),)))
+
+    check(before, expected)
+
+
+def test_unroll_explicit_on_a_loop_that_is_not_unrolled_is_an_error():
+    def before(A, n):
+        i = Var("i")
+        return explicit(i, 0, loop(i, 4, A.store(i, (i,)), kind="serial"))
+
+    with pytest.raises(LoomError, match=r"unroll_explicit on loop i, which is serial, not "):
         unroll_loop(func(before))

@@ -69,7 +69,8 @@ def matmul(
       otherwise each step reads its vectors from B's row (a matrix-vector product, m == 1,
       streams B that way).
     - The tile of C is a `local` (stack) buffer computed at the tile loop; its rows, its vectors
-      and `k_unroll` steps of the reduction are unrolled and its columns vectorized a register
+      and `k_unroll` steps of the reduction are unrolled (the steps by LLVM: pragma
+      unroll_explicit False) and its columns vectorized a register
       at a time, so that every access to it has a constant index and LLVM keeps it in vector
       registers; the reduction keeps its order (each element sums k = 0, 1, ... in turn).
     - The tiles run in parallel (panels outermost: a thread's tiles share panels); the tile
@@ -123,6 +124,7 @@ def matmul(
     ko, ki = s[acc].split(tk, factor=k_unroll)
     s[acc].reorder(ko, ki, ti, tj)
     s[acc].unroll(ki)
+    s[acc].pragma(ki, "unroll_explicit", False)  # LLVM unrolls the steps: loom's copies cost time
     s[acc].unroll(ti)
     _vectorize_columns(s[acc], tj, cols, lanes)
     if parallel:

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from loom.abi.dtype import DataType
 from loom.codegen.llvm import hvx, vecmath
-from loom.codegen.llvm.loop_hints import no_unroll
+from loom.codegen.llvm.loop_hints import unroll_hint
 from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
 from loom.errors import LoomError
 from loom.ir import expr as E
@@ -824,12 +824,12 @@ class FunctionCodegen:
             )
         lo = self.expr(s.min)
         end = self.builder.add(lo, self.expr(s.extent))
-        self.serial_loop(s.loop_var, lo, end, s.body, unroll=not no_unroll(s))
+        self.serial_loop(s.loop_var, lo, end, s.body, unroll_hint(s))
 
     def serial_loop(
-        self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt, unroll: bool = True
+        self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt, hint: str | None = None
     ) -> None:
-        """for var in [begin, end): body; `unroll=False` tells LLVM not to unroll it
+        """for var in [begin, end): body; `hint` is the unroller's loop metadata
         (loop_hints.py)."""
         pre = self.builder.block
         header = self.fn.append_basic_block(f"for.{var.name}")
@@ -848,8 +848,8 @@ class FunctionCodegen:
         nxt = self.builder.add(i, ir.Constant(i.type, 1))
         i.add_incoming(nxt, self.builder.block)
         latch = self.builder.branch(header)
-        if not unroll:
-            latch.set_metadata("llvm.loop", self.mcg.no_unroll_loop_id())
+        if hint is not None:
+            latch.set_metadata("llvm.loop", self.mcg.loop_id(hint))
         self.builder.position_at_end(exit_block)
 
     def s_Allocate(self, s: S.Allocate) -> None:

@@ -1,4 +1,6 @@
-"""Which loops LLVM's loop unroller is told to leave alone (`llvm.loop.unroll.disable`).
+"""What LLVM's loop unroller is told about a loop: to unroll it completely
+(`llvm.loop.unroll.full`, a loop annotated UNROLL_FULL: loom/transform/unroll_loop.py), or to
+leave it alone (`llvm.loop.unroll.disable`, below).
 
 A long loop whose body only copies whole vectors (a packing loop: `packed[ramp] = src[ramp]`)
 gains nothing from unrolling: each iteration already moves several vector registers, and the
@@ -11,7 +13,10 @@ and drop the loop. Every other loop is left to LLVM's cost model.
 from __future__ import annotations
 
 from loom.ir.expr import BufferLoad, IntImm
-from loom.ir.stmt import BufferStore, For, SeqStmt
+from loom.ir.stmt import UNROLL_FULL, BufferStore, For, SeqStmt
+
+UNROLL_FULL_HINT = "llvm.loop.unroll.full"
+UNROLL_DISABLE_HINT = "llvm.loop.unroll.disable"
 
 MIN_ITERATIONS = 64
 """Loops with fewer iterations (or an extent that is not a constant) are left to LLVM, which
@@ -43,3 +48,11 @@ def no_unroll(loop: For) -> bool:
     if type(extent) is not IntImm or extent.value < MIN_ITERATIONS:
         return False
     return _copied_bytes(loop.body) >= MIN_BYTES
+
+
+def unroll_hint(loop: For) -> str | None:
+    """The loop metadata `loop` carries (UNROLL_FULL_HINT, UNROLL_DISABLE_HINT), or None: LLVM's
+    cost model decides."""
+    if any(key == UNROLL_FULL for key, _ in loop.annotations):
+        return UNROLL_FULL_HINT
+    return UNROLL_DISABLE_HINT if no_unroll(loop) else None

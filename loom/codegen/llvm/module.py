@@ -42,9 +42,6 @@ if TYPE_CHECKING:  # the target package registers the kinds, which import this
     from loom.target.target import Target
 
 
-_UNROLL_DISABLE = "llvm.loop.unroll.disable"
-
-
 def _bytes_text(data: bytes) -> str:
     """LLVM's text of a byte array constant, every byte as a hex escape (`c"\\3f\\80..."`):
     `bytes.hex` makes it in C, where `ir.Constant` escapes a byte at a time in Python (a
@@ -102,14 +99,14 @@ class ModuleCodegen:
             self.strings[text] = g
         return g
 
-    def no_unroll_loop_id(self) -> ir.MDValue:
-        """A new loop ID (`!N = !{!N, !{"llvm.loop.unroll.disable"}}`) for one loop's latch
-        branch (loop_hints.py says which loops): LLVM wants one ID per loop, whose first
-        operand is itself."""
-        disable = self.module.add_metadata([ir.MetaDataString(self.module, _UNROLL_DISABLE)])
+    def loop_id(self, hint: str) -> ir.MDValue:
+        """A new loop ID (`!N = !{!N, !{"<hint>"}}`, hint e.g. "llvm.loop.unroll.disable") for
+        one loop's latch branch (loop_hints.py says which loops): LLVM wants one ID per loop,
+        whose first operand is itself."""
+        property_ = self.module.add_metadata([ir.MetaDataString(self.module, hint)])
         unique = ir.MetaDataString(self.module, f"loom.loop.{len(self.module.metadata)}")
-        loop_id = self.module.add_metadata([unique, disable])  # the key keeps it apart
-        loop_id.operands = (loop_id, disable)  # its own first operand
+        loop_id = self.module.add_metadata([unique, property_])  # the key keeps it apart
+        loop_id.operands = (loop_id, property_)  # its own first operand
         return loop_id
 
     def global_array(self, symbol: str) -> ir.Value:
