@@ -10,12 +10,12 @@ from collections.abc import Mapping
 
 from loom.abi.dtype import DataType
 from loom.ir import expr as E
-from loom.ir.bound import ConstIntBoundAnalyzer, IntBound, Range, const_int_bound, dtype_range
+from loom.ir.bound import ConstIntBoundAnalyzer, IntBound, Range, dtype_range
 from loom.ir.expr import PrimExpr, Var
 from loom.ir.linear import Linear, linearize, to_expr
 from loom.ir.op import cast
 from loom.ir.simplify import Analyzer
-from loom.ir.visitor import free_vars, substitute
+from loom.ir.visitor import child_vars, free_vars, substitute
 
 Interval = tuple[PrimExpr, PrimExpr]
 
@@ -38,12 +38,13 @@ def symbolic_interval(
     end has a bound there and the end can still overflow, the result is None: the assumption is
     only made where nothing can check it.
     """
-    result = _IntervalEvaluator.create(relax, var_bounds).interval_of(e)
+    evaluator = _IntervalEvaluator.create(relax, var_bounds)
+    result = evaluator.interval_of(e)
     if result is None or not var_bounds:
         return result
     for end in result:
         if free_vars(end) <= var_bounds.keys():
-            b = const_int_bound(end, var_bounds)
+            b = evaluator.fixed.const_int_bound(end)  # an analyzer with exactly var_bounds
             lo, hi = dtype_range(end.dtype)
             if b.lo is None or b.hi is None or (b.lo <= lo and b.hi >= hi):
                 return None  # the end may wrap around: no sound interval
@@ -109,7 +110,7 @@ class _IntervalEvaluator:
             return False
         known = self._deps.get(e)
         if known is None:
-            known = not free_vars(e).isdisjoint(self.relax)
+            known = not child_vars(e).isdisjoint(self.relax)  # kept on each node
             self._deps[e] = known
         return known
 

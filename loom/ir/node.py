@@ -25,12 +25,11 @@ def node(cls):
     field_hash = cls.__hash__
 
     def __hash__(self) -> int:
-        try:
-            return self._hash  # an attribute read: hashing is a third of the simplifier's calls
-        except AttributeError:
+        cached = self._hash  # an attribute read: hashing is a third of the simplifier's calls
+        if cached is None:
             cached = field_hash(self)
             object.__setattr__(self, "_hash", cached)
-            return cached
+        return cached
 
     cls.__hash__ = __hash__
     cls._fields_equal = cls.__eq__
@@ -45,6 +44,7 @@ class Node:
     """Common base of expressions, statements, buffers and functions."""
 
     _child_fields: tuple[str, ...] = ()
+    _hash = None  # the hash, once computed (`node`'s __hash__); no exception on the first
 
     def _set(self, name: str, value: Any) -> None:
         """Set a derived field during `__post_init__` (the dataclass is frozen)."""
