@@ -81,9 +81,15 @@ class IntBound:
 
 def dtype_range(dt: DataType) -> Range | None:
     """(min, max) of one lane of an integer or bool dtype; None for floats and handles."""
-    if dt.kind in ("int", "uint", "bool"):
-        return dt.min_value(), dt.max_value()
-    return None
+    try:
+        return _DTYPE_RANGES[dt]  # asked for nearly every bound
+    except KeyError:
+        r = (dt.min_value(), dt.max_value()) if dt.kind in ("int", "uint", "bool") else None
+        _DTYPE_RANGES[dt] = r
+        return r
+
+
+_DTYPE_RANGES: dict[DataType, Range | None] = {}
 
 
 def _as_range(bound: IntBound | tuple[int | None, int | None], full: Range) -> Range:

@@ -64,11 +64,15 @@ class Linear:
         return not self.terms
 
     def add_term(self, atom: PrimExpr, coeff: int) -> None:
-        c = self._norm(self.terms.get(atom, 0) + coeff)
+        terms = self.terms
+        c = terms.get(atom, 0) + coeff
+        half = self._half
+        if half is not None and not -half <= c < half:  # _norm, inlined: the hottest call here
+            c = signed_repr(c, self.dtype.bits)
         if c:
-            self.terms[atom] = c
+            terms[atom] = c
         else:
-            self.terms.pop(atom, None)
+            terms.pop(atom, None)
 
     def add_const(self, value: int) -> None:
         self.const = self._norm(self.const + value)
@@ -124,13 +128,21 @@ def _scaled_atom(atom: PrimExpr, coeff: int, dt: DataType) -> PrimExpr:
     return atom if coeff == 1 else Mul(atom, IntImm(wrap_int(coeff, dt), dt))
 
 
+def _by_magnitude(item: tuple[PrimExpr, int]) -> int:
+    return -abs(item[1])
+
+
 def to_expr(lin: Linear) -> PrimExpr:
     """The canonical expression of a linear form (see the module docstring for the order)."""
     dt = lin.dtype
     bits = dt.bits
-    items = [(a, signed_repr(c, bits)) for a, c in lin.terms.items()]
-    items = [(a, c) for a, c in items if c]
-    items.sort(key=lambda ac: -abs(ac[1]))
+    if lin.modular:  # coefficients are kept as their signed representatives, never 0
+        items = list(lin.terms.items())
+    else:
+        items = [(a, signed_repr(c, bits)) for a, c in lin.terms.items()]
+        items = [(a, c) for a, c in items if c]
+    if len(items) > 1:
+        items.sort(key=_by_magnitude)
     const = signed_repr(lin.const, bits)
     acc: PrimExpr | None = None
     for atom, c in items:

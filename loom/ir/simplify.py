@@ -36,6 +36,7 @@ from loom.ir.expr import (
     Ramp,
     StringImm,
     Var,
+    same_value,
 )
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.linear import Linear, linear_range, linearize, to_expr
@@ -43,6 +44,7 @@ from loom.ir.stmt import (
     NOP,
     AssertStmt,
     AttrStmt,
+    BufferStore,
     For,
     IfThenElse,
     LetStmt,
@@ -51,12 +53,15 @@ from loom.ir.stmt import (
     is_nop,
     seq,
 )
-from loom.ir.visitor import Mutator, substitute, uses_var, visit_each_once
+from loom.ir.visitor import Mutator, children, substitute, uses_var, visit_each_once
 
 _LEAVES = (IntImm, FloatImm, StringImm)
 _FIXPOINT = "_simplified_under"
-"""Attribute of an IR node that `Analyzer.simplify` returned unchanged: the variables' bounds
-then (ConstIntBoundAnalyzer.snapshot)."""
+"""Attribute of an IR node known to be its own simplification (a round of the rules gives it
+back): the variables' bounds under which that holds (ConstIntBoundAnalyzer.snapshot). Set on
+what `Analyzer.simplify` returns unchanged, and on the nodes the rules build that are (see
+`Analyzer._settled`)."""
+_LINEAR_NODES = (E.Add, E.Sub, E.Mul)
 _DIVISIONS = (E.Div, E.Mod, FloorDiv, FloorMod)
 _ORDERED = (E.LT, E.LE, E.GT, E.GE)
 # not(a OP b) == (b' OP' a'): the inverse class and whether its operands are swapped
@@ -182,7 +187,7 @@ class Analyzer:
             return e
         for _ in range(3):
             new = self._expr(e)
-            if new == e:
+            if new is e or same_value(new, e):
                 d = getattr(e, "__dict__", None)
                 if d is not None:
                     d[_FIXPOINT] = self.bounds.snapshot()
@@ -209,14 +214,52 @@ class Analyzer:
         if self._generation != self.bounds.generation:
             self._cache.clear()
             self._generation = self.bounds.generation
+        # A node known to be its own simplification under these bounds is returned before its
+        # hash (a walk of the whole tree, for a node just built) is computed for the cache.
+        d = e.__dict__
+        mark = d.get(_FIXPOINT)
+        if mark is not None:
+            snap = self.bounds.snapshot()
+            if mark is snap or mark == snap:
+                d[_FIXPOINT] = snap  # the same bounds, perhaps of another Analyzer: `is` next
+                return e
         r = self._cache.get(e)
         if r is None:
             r = _DISPATCH.get(t, Analyzer._generic)(self, e)
             self._cache[e] = r
+            if r is e:
+                d[_FIXPOINT] = self.bounds.snapshot()
         return r
 
+    # -- fixpoints ------------------------------------------------------------------------------
+    # A rule whose result depends only on the node's class, its other fields and its simplified
+    # children gives back the node it rebuilt from those children when it is simplified again,
+    # if they are fixpoints: such results are marked (`_FIXPOINT`), so that the next round of
+    # `simplify` (which confirms that nothing changes any more) finds them at once.
+    def _settled(self, x: PrimExpr) -> bool:
+        """True if `x` is known to be its own simplification under the current bounds."""
+        t = type(x)
+        if t in _LEAVES:
+            return True
+        if t is Var:
+            r = self.bounds.var_range(x)
+            return r is None or r[0] != r[1]
+        mark = x.__dict__.get(_FIXPOINT)
+        if mark is None:
+            return False
+        snap = self.bounds.snapshot()
+        return mark is snap or mark == snap
+
+    def _settle(self, x: PrimExpr) -> PrimExpr:
+        """Mark `x` as its own simplification under the current bounds; returns it."""
+        x.__dict__[_FIXPOINT] = self.bounds.snapshot()
+        return x
+
     def _generic(self, e: PrimExpr) -> PrimExpr:
-        return _ExprChildren(self).generic_mutate(e)
+        r = _ExprChildren(self).generic_mutate(e)
+        if r is not e and all(self._settled(c) for c in children(r)):
+            self._settle(r)  # simplifying it again only simplifies its children again
+        return r
 
     def _range(self, e: PrimExpr) -> Range:
         r = self.bounds.range(e)
@@ -253,9 +296,28 @@ class Analyzer:
             elif t is IntImm:
                 out.add_const(k * x.value)
             elif t is E.Mul:
-                out.add(self._lin_mul(x), k)
+                # By a constant: the other side's form, scaled. Adding it with the product of
+                # the factors is the same as scaling it first (coefficients live modulo 2**bits).
+                if type(x.b) is IntImm:
+                    y, c = x.a, x.b.value
+                elif type(x.a) is IntImm:
+                    y, c = x.b, x.a.value
+                else:
+                    out.add(self._lin_mul(x), k)
+                    continue
+                if type(y) is Var or type(y) is IntImm:
+                    stack.append((y, k * c))  # its form is itself: no Linear of its own
+                else:
+                    out.add(self._lin(y), k * c)
             else:
-                out.add(linearize(self._expr(x)), k)
+                r = self._var(x) if t is Var else self._expr(x)
+                tr = type(r)
+                if tr is Var:
+                    out.add_term(r, k)  # what adding linearize(r) does
+                elif tr is IntImm:
+                    out.add_const(k * r.value)
+                else:
+                    out.add(linearize(r), k)
         self._merge_divmod(out)
         return out
 
@@ -278,6 +340,11 @@ class Analyzer:
         This is exact for every integer x (it is how the remainder is defined), so it needs no
         bound check; it undoes the split of a fused loop index.
         """
+        for atom in lin.terms:
+            if type(atom) is FloorMod or type(atom) is E.Mod:
+                break
+        else:
+            return  # no remainder to merge
         changed = True
         while changed:
             changed = False
@@ -295,8 +362,18 @@ class Analyzer:
                 changed = True
 
     def _arith(self, e: E.Add | E.Sub | E.Mul) -> PrimExpr:
-        if _is_scalar_int(e.dtype):
-            return to_expr(self._lin(e))
+        dt = e.dtype
+        if dt.lanes == 1 and dt.kind in ("int", "uint"):  # _is_scalar_int
+            lin = self._lin(e)
+            r = to_expr(lin)
+            # Linearizing the canonical form again gives back the same terms in the order it
+            # prints them when each atom is its own simplification and stays one term (not a
+            # product of non-constants, which `_lin_mul` takes apart): r is then a fixpoint.
+            if type(r) in _LINEAR_NODES and all(
+                type(a) is not E.Mul and self._settled(a) for a in lin.terms
+            ):
+                self._settle(r)
+            return r
         return self._binary(e)
 
     # -- generic binary operations and vectors --------------------------------------------------
@@ -311,7 +388,10 @@ class Analyzer:
             vector = self._vector_binary(type(e), a, b)
             if vector is not None:
                 return vector
-        return _rebuild2(e, a, b)
+        r = _rebuild2(e, a, b)
+        if r is not e and self._settled(a) and self._settled(b):
+            self._settle(r)  # the same rules see the same operands again
+        return r
 
     def _vector_binary(self, cls: type, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
         lanes = a.dtype.lanes
@@ -335,8 +415,13 @@ class Analyzer:
     def _ramp(self, base: PrimExpr, stride: PrimExpr, lanes: int) -> PrimExpr:
         base, stride = self._expr(base), self._expr(stride)
         if type(stride) is IntImm and stride.value == 0:
-            return Broadcast(base, lanes)
-        return Ramp(base, stride, lanes)
+            r = Broadcast(base, lanes)
+        else:
+            r = Ramp(base, stride, lanes)
+        # simplifying a ramp or a broadcast again only simplifies its parts again
+        if self._settled(base) and self._settled(stride):
+            self._settle(r)
+        return r
 
     def _ramp_divmod(self, cls: type, a: Ramp, divisor: PrimExpr) -> PrimExpr | None:
         """floordiv/floormod of a ramp by a positive constant, when no lane wraps."""
@@ -685,9 +770,24 @@ class Analyzer:
     def _ramp_node(self, e: Ramp) -> PrimExpr:
         return self._ramp(e.base, e.stride, e.lanes)
 
+    def _buffer_load(self, e: E.BufferLoad) -> PrimExpr:
+        """The generic rule (`_generic`) for the most common node, without a Mutator."""
+        indices = [self._expr(i) for i in e.indices]
+        pred = e.predicate
+        new_pred = None if pred is None else self._expr(pred)
+        if new_pred is pred and all(a is b for a, b in zip(indices, e.indices)):
+            return e
+        r = E.BufferLoad(e.buffer, tuple(indices), new_pred)
+        if all(self._settled(i) for i in indices) and (pred is None or self._settled(new_pred)):
+            self._settle(r)  # simplifying it again only simplifies its children again
+        return r
+
     def _broadcast(self, e: Broadcast) -> PrimExpr:
         v = self._expr(e.value)
-        return e if v is e.value else Broadcast(v, e.lanes)
+        if v is e.value:
+            return e
+        r = Broadcast(v, e.lanes)
+        return self._settle(r) if self._settled(v) else r
 
 
 def _ramp_parts(e: PrimExpr) -> tuple[PrimExpr | None, PrimExpr | None]:
@@ -740,6 +840,7 @@ _DISPATCH: dict[type, Callable[[Analyzer, PrimExpr], PrimExpr]] = {
     E.Let: Analyzer._let,
     Ramp: Analyzer._ramp_node,
     Broadcast: Analyzer._broadcast,
+    E.BufferLoad: Analyzer._buffer_load,
 }
 
 
@@ -758,6 +859,19 @@ class _StmtSimplifier(Mutator):
         if isinstance(node, PrimExpr):
             return self.an.simplify(node)
         return super().visit(node)
+
+    def visit_BufferStore(self, s: BufferStore) -> Stmt:
+        """What the generic walk does, without its per-field dispatch (the most common node)."""
+        simplify = self.an.simplify
+        value = simplify(s.value)
+        indices = tuple([simplify(i) for i in s.indices])
+        if all(a is b for a, b in zip(indices, s.indices)):
+            indices = s.indices
+        pred = s.predicate
+        new_pred = None if pred is None else simplify(pred)
+        if value is s.value and indices is s.indices and new_pred is pred:
+            return s
+        return BufferStore(s.buffer, value, indices, new_pred)
 
     def visit_For(self, s: For) -> Stmt:
         mn, ext = self.an.simplify(s.min), self.an.simplify(s.extent)
