@@ -17,11 +17,11 @@ import dataclasses
 
 from loom.errors import LoweringError, ScheduleError
 from loom.ir import op as irop
-from loom.ir.bound import IntBound, const_int_bound
+from loom.ir.bound import IntBound
 from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.interval import symbolic_interval
-from loom.ir.simplify import can_prove, simplify
-from loom.ir.visitor import free_vars, post_order_visit, substitute
+from loom.ir.simplify import Analyzer, simplify
+from loom.ir.visitor import child_vars, free_vars, post_order_visit, substitute
 from loom.te.extern import ExternOp
 from loom.te.relations import as_extent, relation_extents, relation_offsets, uncovered_splits
 from loom.te.scan import ScanOp
@@ -61,9 +61,19 @@ class StageBounds:
     root_min: dict[IterVar, PrimExpr]
     extent: dict[IterVar, Extent]
     offset: dict[IterVar, PrimExpr]
+    # simplifies the root values; infer_bounds gives all stages one, whose cache they share
+    simplifier: Analyzer = dataclasses.field(default_factory=Analyzer, repr=False, compare=False)
+    # each reader's region and the stage's own nest ask for the same root values
+    _values: dict[IterVar, PrimExpr] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def root_value(self, iv: IterVar) -> PrimExpr:
-        return simplify(self.root_min[iv] + self.offset[iv])
+        value = self._values.get(iv)
+        if value is None:
+            value = self.simplifier.simplify(self.root_min[iv] + self.offset[iv])
+            self._values[iv] = value
+        return value
 
 
 def derive_extents(stage: Stage, root_extent: dict[IterVar, Extent]) -> dict[IterVar, Extent]:
@@ -116,15 +126,15 @@ def shape_var_bounds(stages: list[Stage]) -> dict[Var, IntBound]:
     return found
 
 
-def reads_of(body: PrimExpr, target: ComputeOp | object) -> list[tuple[PrimExpr, ...]]:
-    """Index tuples of every read of `target`'s tensor in `body`."""
-    found: list[tuple[PrimExpr, ...]] = []
+def reads_by_op(body: PrimExpr) -> dict[object, list[tuple[PrimExpr, ...]]]:
+    """Index tuples of every read in `body`, by the operation read, each in order of reading."""
+    found: dict[object, list[tuple[PrimExpr, ...]]] = {}
     if body is None:  # a scan or extern stage: no rule
         return found
 
     def record(n) -> None:
-        if isinstance(n, ProducerLoad) and n.tensor.op is target:
-            found.append(n.indices)
+        if isinstance(n, ProducerLoad):
+            found.setdefault(n.tensor.op, []).append(n.indices)
 
     parts = body.parts() if isinstance(body, Reduce) else [body]
     for p in parts:
@@ -138,16 +148,22 @@ def infer_bounds(
     full_domain: set[Stage],
     attach: dict[Stage, Attachment] | None = None,
     regions: dict[Stage, list[tuple[PrimExpr, Extent]]] | None = None,
+    simplifier: Analyzer | None = None,
 ) -> dict[Stage, StageBounds]:
     """Bounds of every lowered stage; `stages` in producer-before-consumer order, `bodies` the
     compute stages' rules with inlined stages substituted, `full_domain` the stages that must be
     computed entirely (outputs and arguments), `attach` where each stage is computed (default:
     its compute_at), `regions` the (start, extent) per dimension of stages whose region is
-    fixed (a scan's update: one time step)."""
+    fixed (a scan's update: one time step), `simplifier` an Analyzer without variable bounds
+    that simplifies the stages' root values (the caller's, to share its cache)."""
     attach = attach if attach is not None else own_attachments(stages)
     regions = regions or {}
+    simplifier = simplifier if simplifier is not None else Analyzer()
     result: dict[Stage, StageBounds] = {}
     var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
+    # proves under var_bounds, bound as they grow: one Analyzer (and cache) for all regions
+    analyzer = Analyzer(var_bounds)
+    reads: dict[Stage, dict] | None = None  # each rule's reads, found once a region needs them
     for stage in reversed(stages):
         op = stage.op
         root_min: dict[IterVar, PrimExpr] = {}
@@ -155,9 +171,9 @@ def infer_bounds(
         if not isinstance(op, ComputeOp):
             for iv in loop_leaves(stage):
                 root_min[iv], root_ext[iv] = iv.dom.min, as_extent(iv.dom.extent)
-            bounds = StageBounds(root_min, root_ext, {iv: iv.var for iv in root_min})
+            bounds = StageBounds(root_min, root_ext, {iv: iv.var for iv in root_min}, simplifier)
             result[stage] = bounds
-            var_bounds.update(leaf_var_bounds(stage, bounds))
+            _bind_leaves(stage, bounds, var_bounds, analyzer)
             continue
         for iv in op.reduce_axis:
             root_min[iv], root_ext[iv] = iv.dom.min, as_extent(iv.dom.extent)
@@ -165,18 +181,29 @@ def infer_bounds(
             for iv, (lo, extent) in zip(op.axis, regions[stage]):
                 root_min[iv], root_ext[iv] = lo, extent
         elif attach[stage].type == AttachType.SCOPE and stage not in full_domain:
-            readers = [r for r in stages if reads_of(bodies.get(r), stage.op)]
-            region = _region(stage, readers, result, bodies, var_bounds, attach)
+            if reads is None:
+                reads = {r: reads_by_op(bodies.get(r)) for r in stages}
+            readers = [r for r in stages if stage.op in reads[r]]
+            region = _region(stage, readers, result, reads, var_bounds, analyzer, attach)
             for iv, (lo, extent) in zip(op.axis, region):
                 root_min[iv], root_ext[iv] = lo, extent
         else:
             for iv, extent in zip(op.axis, op.shape):
                 root_min[iv], root_ext[iv] = IntImm(0), extent
         ext = derive_extents(stage, root_ext)
-        bounds = StageBounds(root_min, ext, derive_offsets(stage, ext))
+        bounds = StageBounds(root_min, ext, derive_offsets(stage, ext), simplifier)
         result[stage] = bounds
-        var_bounds.update(leaf_var_bounds(stage, bounds))
+        _bind_leaves(stage, bounds, var_bounds, analyzer)
     return result
+
+
+def _bind_leaves(
+    stage: Stage, bounds: StageBounds, var_bounds: dict[Var, IntBound], analyzer: Analyzer
+) -> None:
+    """Add the ranges of the stage's loops to `var_bounds` and to its analyzer."""
+    for var, bound in leaf_var_bounds(stage, bounds).items():
+        var_bounds[var] = bound
+        analyzer.bind(var, bound)
 
 
 def varying_loops(
@@ -212,12 +239,14 @@ def _region(
     stage: Stage,
     readers: list[Stage],
     bounds: dict[Stage, StageBounds],
-    bodies: dict[Stage, PrimExpr],
+    reads: dict[Stage, dict[object, list[tuple[PrimExpr, ...]]]],
     var_bounds: dict[Var, IntBound],
+    analyzer: Analyzer,
     attach: dict[Stage, Attachment],
 ) -> list[tuple[PrimExpr, Extent]]:
     """(start, extent) per dimension of the region of `stage` read during one iteration of its
-    attach loop, over all its readers."""
+    attach loop, over all its readers (`reads`: each one's reads by operation, reads_by_op);
+    `analyzer` knows `var_bounds`."""
     if not readers:
         raise LoweringError(
             f"stage {stage.name} is attached to {attach[stage].stage.name}, which does not read it"
@@ -230,7 +259,7 @@ def _region(
             iv.var: (IntImm(0), last_index(bounds[_owner(iv, reader, attach)].extent[iv]))
             for iv in varying_loops(stage, reader, attach)
         }
-        for indices in reads_of(bodies[reader], stage.op):
+        for indices in reads[reader][stage.op]:
             accesses.append((tuple(substitute(i, values) for i in indices), relax))
     # symbolic_interval refuses an end it cannot check for overflow; a loop of symbolic extent
     # has no upper bound to check with, so, as TVM does, its index arithmetic is assumed not to
@@ -240,21 +269,46 @@ def _region(
     for dim, extent in enumerate(stage.op.shape):
         lows, highs = [], []
         for indices, relax in accesses:
-            interval = symbolic_interval(indices[dim], relax, checkable)
+            index = indices[dim]
+            used = _used_vars(index, relax)
+            interval = symbolic_interval(
+                index,
+                {v: r for v, r in relax.items() if v in used},
+                {v: b for v, b in checkable.items() if v in used},
+            )
             if interval is None:
                 region.append((IntImm(0), extent))
                 break
             lows.append(interval[0])
             highs.append(interval[1])
         else:
-            region.append(_union(lows, highs, extent, var_bounds))
+            region.append(_union(lows, highs, extent, analyzer))
     return region
+
+
+def _used_vars(index: PrimExpr, relax: dict[Var, tuple[PrimExpr, PrimExpr]]) -> set[Var]:
+    """The variables of `index` and of the relax ranges of those relaxed, recursively: all that
+    symbolic_interval looks at. It binds every variable given to it, which costs time; giving
+    it only these leaves its result the same. (Every occurrence counts, even one a let binds:
+    child_vars, not free_vars.)"""
+    used = set(child_vars(index))
+    todo = [v for v in used if v in relax]
+    while todo:
+        for end in relax[todo.pop()]:
+            if isinstance(end, IntImm):  # most ends: nothing to walk
+                continue
+            for v in child_vars(end) - used:
+                used.add(v)
+                if v in relax:
+                    todo.append(v)
+    return used
 
 
 def _owner(iv: IterVar, reader: Stage, attach: dict[Stage, Attachment]) -> Stage:
     """The stage among `reader`'s attach chain owning loop `iv`."""
     s = reader
-    while iv not in loop_leaves(s):
+    # by identity: `in` would compare with ==, which on axes builds an expression first
+    while not any(leaf is iv for leaf in loop_leaves(s)):
         s = attach[s].stage
     return s
 
@@ -265,25 +319,26 @@ bound comes from a variable's dtype (a symbolic extent), and the region is the w
 
 
 def _union(
-    lows: list[PrimExpr], highs: list[PrimExpr], extent: Extent, var_bounds: dict[Var, IntBound]
+    lows: list[PrimExpr], highs: list[PrimExpr], extent: Extent, analyzer: Analyzer
 ) -> tuple[PrimExpr, Extent]:
     """The region covering every [low, high]: its start and a constant size, or the whole
-    dimension [0, extent) when no smaller constant size can be proven."""
+    dimension [0, extent) when no smaller constant size can be proven (under the variable
+    bounds of `analyzer`)."""
     lo, hi = lows[0], highs[0]
     for other in lows[1:]:
         lo = irop.min_(lo, other)
     for other in highs[1:]:
         hi = irop.max_(hi, other)
-    lo = simplify(lo, var_bounds)
-    size = simplify(hi - lo + 1, var_bounds)
+    lo = analyzer.simplify(lo)
+    size = analyzer.simplify(hi - lo + 1)
     if isinstance(size, IntImm):
         n = size.value
     else:
-        n = const_int_bound(size, var_bounds).hi
+        n = analyzer.const_int_bound(size).hi
         if n is None or n > MAX_PROVEN_REGION:  # a bound from the dtype's range, not a size
             return IntImm(0), extent
     if isinstance(extent, int) and n >= extent:
         return IntImm(0), extent
-    if not isinstance(extent, int) and can_prove(irop.greater_equal(n, extent), var_bounds):
+    if not isinstance(extent, int) and analyzer.can_prove(irop.greater_equal(n, extent)):
         return IntImm(0), extent
     return lo, max(n, 1)

@@ -27,7 +27,7 @@ from loom.ir.expr import IntImm, PrimExpr, Var
 from loom.ir.function import PrimFunc
 from loom.ir.interval import symbolic_interval
 from loom.ir.offset_buffer import lower_offset_buffers
-from loom.ir.simplify import can_prove, simplify
+from loom.ir.simplify import Analyzer, simplify
 from loom.ir.stmt import (
     NOP,
     Allocate,
@@ -113,7 +113,8 @@ class _ReadsToLoads(Mutator):
                 "computed; pass it in the argument list"
             )
         starts = self.lowering.region_starts(stage)
-        return buf.load([simplify(i - s) for i, s in zip(e.indices, starts)])
+        simplifier = self.lowering.simplifier
+        return buf.load([simplifier.simplify(i - s) for i, s in zip(e.indices, starts)])
 
 
 class _SubstituteBuffers(Mutator):
@@ -151,6 +152,10 @@ class _Lowering:
     attach: dict[Stage, Attachment]
     shared: set[Stage]  # stages writing another stage's buffer (a scan's init and update)
     params: set[tuple[Stage, int]]  # outputs that are arguments: the caller allocates them
+    # one Analyzer without variable bounds and one with `var_bounds` serve every simplification
+    # and proof of the lowering (each keeps its cache across them)
+    simplifier: Analyzer
+    analyzer: Analyzer
 
     def region_starts(self, stage: Stage) -> list[PrimExpr]:
         op = stage.op
@@ -185,7 +190,7 @@ class _Lowering:
         if stage in self.shared:  # the scan's buffer, of the whole shape
             index = [values[iv.var] for iv in op.axis]
         else:
-            index = [simplify(bounds.offset[iv]) for iv in op.axis]
+            index = [self.simplifier.simplify(bounds.offset[iv]) for iv in op.axis]
         bufs = self.stage_buffers(stage)
         guards = split_guards(stage, bounds, self.var_bounds) + self.domain_guards(
             stage, bounds, values
@@ -238,7 +243,7 @@ class _Lowering:
         init = rename_vars(
             init, {iv.var: iv.var.copy_with_name(f"{iv.var.name}.init") for iv in init_leaves}
         )
-        cond = simplify(rule(body.condition))
+        cond = self.simplifier.simplify(rule(body.condition))
         if not (isinstance(cond, IntImm) and cond.value):
             update = IfThenElse(cond, update)
         update_nest = self.loops(stage, inner, update, guards)
@@ -378,7 +383,7 @@ class _Lowering:
         guards = []
         for iv, extent in zip(stage.op.axis, stage.op.shape):
             v = values[iv.var]
-            if not can_prove(irop.greater_equal(v, 0), self.var_bounds):
+            if not self.analyzer.can_prove(irop.greater_equal(v, 0)):
                 guards.append(irop.greater_equal(v, 0))
             if not self.below(v, extent):
                 guards.append(irop.less(v, extent))
@@ -388,7 +393,7 @@ class _Lowering:
         """True if `v < extent` holds wherever the loops of `v` run. A loop of symbolic extent
         has no constant bound, so its variable is relaxed to [0, extent - 1] symbolically
         (`i < n` inside the loop over n)."""
-        if can_prove(irop.less(v, extent), self.var_bounds):
+        if self.analyzer.can_prove(irop.less(v, extent)):
             return True
         relax = {}
         for var in free_vars(v):
@@ -402,7 +407,8 @@ class _Lowering:
             return False
         # as bound inference does, assume the index arithmetic does not overflow: compare the
         # difference (`(n - 1) - n < 0`), since `n - 1 < n` fails for n at the dtype's minimum
-        return can_prove(irop.less(simplify(irop.sub(interval[1], extent)), 0), self.var_bounds)
+        gap = self.simplifier.simplify(irop.sub(interval[1], extent))
+        return self.analyzer.can_prove(irop.less(gap, 0))
 
     def loops(
         self,
@@ -423,6 +429,7 @@ class _Lowering:
             if levels or outermost:
                 placed.setdefault(max(levels, default=-1), []).append(g)
         stmt = _guard(body, placed.get(len(leaves) - 1, []))
+        pragmas = stage.pragmas  # a property that looks through all stages: asked once
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
             if attach:
@@ -434,7 +441,7 @@ class _Lowering:
                 stage.loop_kinds.get(iv, ForKind.SERIAL),
                 stmt,
             )
-            for key, value in reversed(stage.pragmas.get(iv, [])):
+            for key, value in reversed(pragmas.get(iv, [])):
                 stmt = AttrStmt(f"pragma_{key}", value, stmt, iv.var)
             stmt = _guard(stmt, placed.get(k - 1, []))
         return stmt
@@ -562,7 +569,8 @@ def lower_schedule(sch: Schedule, args: Sequence[Tensor | Var], name: str) -> Pr
     stages = _lowered_stages(sch, bodies, arg_stages, states)
     attach, regions, shared = _scan_placement(sch, stages, arg_stages)
     _check_attachments(stages, attach)
-    bounds = infer_bounds(stages, bodies, arg_stages, attach, regions)
+    simplifier = Analyzer()
+    bounds = infer_bounds(stages, bodies, arg_stages, attach, regions, simplifier)
     var_bounds: dict[Var, IntBound] = shape_var_bounds(stages)
     for stage in stages:
         var_bounds.update(leaf_var_bounds(stage, bounds[stage]))
@@ -605,6 +613,8 @@ def lower_schedule(sch: Schedule, args: Sequence[Tensor | Var], name: str) -> Pr
         attach,
         shared,
         set(arg_buffers),
+        simplifier,
+        Analyzer(var_bounds),
     )
     roots = [s for s in stages if attach[s].type != AttachType.SCOPE or s in arg_stages]
     body = seq(*[lowering.stage_nest(s) for s in roots])
@@ -655,7 +665,8 @@ def _effective_bodies(sch: Schedule) -> dict[Stage, PrimExpr]:
     for stage in sch.stages:
         if not isinstance(stage.op, ComputeOp):
             continue
-        body = _Inline(inlined).visit(stage.op.body)
+        # with nothing inlined yet the rule stays as is (the walk would change nothing)
+        body = _Inline(inlined).visit(stage.op.body) if inlined else stage.op.body
         if stage.attach_type == AttachType.INLINE:
             if isinstance(body, TupleReduce):
                 raise ScheduleError(

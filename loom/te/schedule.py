@@ -359,7 +359,8 @@ class _ReplaceTensors(Mutator):
 
 
 def _replace_reads(op: Operation, mapping: dict[Operation, Operation]) -> Operation:
-    if not isinstance(op, ComputeOp):
+    # an operation reading none of them stays as is (its inputs are known: no walk of its body)
+    if not isinstance(op, ComputeOp) or not any(t.op in mapping for t in op.input_tensors):
         return op
     body = _ReplaceTensors(mapping).visit(op.body)
     return op if body is op.body else op.with_body(body)

@@ -132,6 +132,7 @@ class ComputeOp(Operation):
         self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
         self.shape = tuple(_extent(iv) for iv in axis)
         self.dtype = body.dtype
+        self._inputs: tuple[Tensor, ...] | None = None
 
     @property
     def root_iter_vars(self) -> tuple[IterVar, ...]:
@@ -139,7 +140,11 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        return producer_tensors(self.body)
+        # found once: scheduling asks again and again (each compute_at walks the readers), and
+        # the body never changes (with_body makes another operation)
+        if self._inputs is None:
+            self._inputs = tuple(producer_tensors(self.body))
+        return list(self._inputs)
 
     def with_body(self, body: PrimExpr) -> ComputeOp:
         """The same computation (same axes, name and tag) with another body."""
