@@ -26,11 +26,12 @@ from loom.ir.expr import (
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.shape_vars import shape_params
 from loom.ir.stmt import BufferStore, LetStmt
-from loom.ir.visitor import children, node_kinds, visit_each_once
+from loom.ir.visitor import children, node_kinds, visit_each_once, visit_kinds_once
 from loom.transform.lower_parallel import is_task
 
 _ACTIVE = frozenset({BufferStore, LetStmt, Call})
 """The nodes `written_buffers` acts on: a subtree holding none of them writes nothing."""
+_CALLS = frozenset({Call})
 
 
 def written_buffers(
@@ -173,7 +174,7 @@ def module_signatures(
             elif isinstance(n, Call) and n.kind == "intrin" and n.op == "function_address":
                 used.append(n.args[0].value)
 
-        visit_each_once(func.body, record)
+        visit_kinds_once(func.body, _CALLS, record)  # enters only subtrees that hold a call
         for name in used:
             if name in by_name and name not in visiting and not _known(name):
                 compute(by_name[name], visiting)  # a cycle leaves the callee conservative

@@ -9,8 +9,8 @@ cleanups of the enclosing allocations and return -1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -18,7 +18,16 @@ from llvmlite import ir
 from loom.abi.dtype import DataType
 from loom.codegen.llvm import hvx, vecmath
 from loom.codegen.llvm.loop_hints import unroll_hint
-from loom.codegen.llvm.types import I1, I32, I64, PTR, mangle, memory_type, value_type
+from loom.codegen.llvm.types import (
+    I1,
+    I32,
+    I64,
+    PTR,
+    mangle,
+    memory_type,
+    value_type,
+    vector_type,
+)
 from loom.errors import LoomError
 from loom.ir import expr as E
 from loom.ir import stmt as S
@@ -49,10 +58,10 @@ _FLOAT_INTRINSICS = {
 _FAST_MATH_OPS = ("fadd", "fsub", "fmul")
 """The float operations that carry the target's fast-math flags (codegen/llvm/fast_math.py)."""
 _LIBM = {"erf": {32: "erff", 64: "erf"}}
-_NOT_REUSED = (E.Call, E.Let)
+_NOT_REUSED = frozenset({E.Call, E.Let})
 """Expressions whose value is computed again at each occurrence: a call may have effects (or
 branch), a let binds a variable. (A load is reused until a store may change what it read.)"""
-_LEAVES = (Var, E.IntImm, E.FloatImm)
+_LEAVES = frozenset({Var, E.IntImm, E.FloatImm})
 _WRITES_NO_MEMORY = frozenset({"prefetch", "address_of"})
 """Calls after which every load stays valid: a prefetch (emitted where written, as every call)
 and the address it takes."""
@@ -60,13 +69,17 @@ _PREFETCH_READ, _PREFETCH_LOCALITY, _PREFETCH_DATA = 0, 3, 1
 """llvm.prefetch's arguments: for reading, kept in every cache level, the data cache."""
 
 
-def _key(value):
-    """`value` as a dict key that tells -0.0 from 0.0 (equal, with equal hashes, in Python)."""
-    if type(value) is float:
-        return value.hex()
-    if type(value) is tuple:
-        return tuple(v.hex() if type(v) is float else v for v in value)
-    return value
+_ARITH_OPS: dict[tuple[type, DataType], str] = {}
+"""The builder method of an arithmetic expression by class and dtype (FunctionCodegen._arith):
+found once, with the check that it needs no legalizing (which depends on nothing else)."""
+
+
+@functools.cache
+def _access(dt: DataType) -> tuple[ir.Type, int, bool]:
+    """(memory type, alignment, whether elements are bools) of a load or store of `dt`:
+    `dt.element` builds a new DataType for a vector, for every access."""
+    element = dt.element
+    return memory_type(dt), element.itemsize, element.is_bool
 
 
 class FunctionCodegen:
@@ -91,7 +104,11 @@ class FunctionCodegen:
         self._not_reused = 0  # counts emitted _NOT_REUSED expressions
         self._reads_of: dict[PrimExpr, frozenset[Var]] = {}  # reused values that load memory
         self._readers: dict[Var, list[PrimExpr]] = {}  # _reads_of by buffer (may hold stale)
-        self._reads: set[Var] = set()  # the buffers the expression being emitted loads
+        # The buffers loaded by the expressions emitted so far, in order: what an expression
+        # loads is what it added (an append per load, where a set per expression cost more).
+        self._read_log: list[Var] = []
+        self._expr_methods: dict[type, Callable[[PrimExpr], ir.Value]] = {}  # e_<class name>
+        self._stmt_methods: dict[type, Callable[[S.Stmt], None]] = {}  # s_<class name>
         # Pointers to memory that no other pointer of the function reaches (noalias buffer
         # parameters, a task's closure pointers with closure_noalias, allocations): a store
         # through one of them leaves the loads of the others valid.
@@ -101,7 +118,7 @@ class FunctionCodegen:
         """Close the entry block (allocas first, then the body) and return 0 at the end."""
         self.allocas.branch(self.fn.blocks[1])
         if not self.builder.block.is_terminated:
-            self.builder.ret(ir.Constant(I32, 0))
+            self.builder.ret(self.constant(I32, 0))
 
     # -- helpers -------------------------------------------------------------------------------
     def alloca(self, typ: ir.Type, align: int) -> ir.Value:
@@ -122,18 +139,16 @@ class FunctionCodegen:
                 "defined (a lowering bug or a missing parameter)"
             ) from None
 
-    @contextmanager
-    def region(self) -> Iterator[None]:
+    def region(self) -> _Region:
         """Code emitted inside (a loop body, a branch, a let's scope) does not dominate what
         follows it: its reusable values are forgotten on exit."""
-        mark = len(self._reused_order)
-        try:
-            yield
-        finally:
-            for e in self._reused_order[mark:]:
-                self.reuse.pop(e, None)
-                self._reads_of.pop(e, None)
-            del self._reused_order[mark:]
+        return _Region(self)
+
+    def _forget_since(self, mark: int) -> None:
+        for e in self._reused_order[mark:]:
+            self.reuse.pop(e, None)
+            self._reads_of.pop(e, None)
+        del self._reused_order[mark:]
 
     def forget_loads(self, stored: Var | None = None) -> None:
         """After a store through `stored` (None: any memory may have changed, as after a call,
@@ -161,7 +176,7 @@ class FunctionCodegen:
         fail = self.fn.append_basic_block("error")
         ok = self.fn.append_basic_block("ok")
         self.builder.cbranch(
-            self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 0)]), fail, ok
+            self.builder.call(self.mcg.expect, [cond, self.constant(I1, 0)]), fail, ok
         )
         self.builder.position_at_end(fail)
         with self.region():
@@ -171,7 +186,7 @@ class FunctionCodegen:
                 )
             for cleanup in reversed(self.cleanups):
                 cleanup()
-            self.builder.ret(ir.Constant(I32, -1))
+            self.builder.ret(self.constant(I32, -1))
         self.builder.position_at_end(ok)
 
     def any_lane(self, cond: ir.Value) -> ir.Value:
@@ -181,23 +196,19 @@ class FunctionCodegen:
         return cond
 
     def constant(self, typ: ir.Type, value) -> ir.Constant:
-        """`ir.Constant(typ, value)` (value hashable: a tuple for a vector), one object per module
-        for each: llvmlite formats a constant's text once per object, and a vector constant's
-        text (each lane) took a third of the module's printing."""
-        key = (str(typ), _key(value))
-        c = self.mcg.constants.get(key)
-        if c is None:
-            c = ir.Constant(typ, list(value) if isinstance(value, tuple) else value)
-            self.mcg.constants[key] = c
-        return c
+        """`ir.Constant(typ, value)`, one object per module (ModuleCodegen.constant)."""
+        return self.mcg.constant(typ, value)
 
     def splat(self, value: ir.Value, lanes: int) -> ir.Value:
-        vt = ir.VectorType(value.type, lanes)
-        undef = self.constant(vt, ir.Undefined)
-        one = self.builder.insert_element(undef, value, self.constant(I32, 0))
-        return self.builder.shuffle_vector(
-            one, undef, self.constant(ir.VectorType(I32, lanes), (0,) * lanes)
-        )
+        key = (value.type, lanes)
+        parts = self.mcg.splat_constants.get(key)
+        if parts is None:
+            undef = self.constant(vector_type(value.type, lanes), ir.Undefined)
+            zeros = self.constant(vector_type(I32, lanes), (0,) * lanes)
+            parts = self.mcg.splat_constants[key] = (undef, self.constant(I32, 0), zeros)
+        undef, zero, zeros = parts
+        one = self.builder.insert_element(undef, value, zero)
+        return self.builder.shuffle_vector(one, undef, zeros)
 
     def intrinsic(
         self, name: str, ret: ir.Type, args: list[ir.Value], overload: list[ir.Type]
@@ -209,28 +220,37 @@ class FunctionCodegen:
     # -- expressions ---------------------------------------------------------------------------
     def expr(self, e: PrimExpr) -> ir.Value:
         t = type(e)
-        method = getattr(self, "e_" + t.__name__, None)
+        # the commonest leaves without a call: a variable, an integer constant met before
+        if t is Var:
+            value = self.values.get(e)
+            if value is not None:
+                return value
+        elif t is E.IntImm:
+            value = self.mcg.scalar_constants.get((e.dtype, e.value))
+            if value is not None:
+                return value
+        method = self._expr_methods.get(t)
         if method is None:
-            raise LoomError(f"LLVM code generator: unsupported expression {t.__name__}")
+            method = getattr(self, "e_" + t.__name__, None)
+            if method is None:
+                raise LoomError(f"LLVM code generator: unsupported expression {t.__name__}")
+            self._expr_methods[t] = method
         if t in _LEAVES:
             return method(e)
+        log = self._read_log
         reusable = t not in _NOT_REUSED
         if reusable:
             value = self.reuse.get(e)
             if value is not None:
                 reads = self._reads_of.get(e)
                 if reads:
-                    self._reads |= reads
+                    log.extend(reads)
                 return value
-        outer, self._reads = self._reads, set()
+        start = len(log)
         mark = self._not_reused
-        try:
-            value = method(e)
-        finally:
-            reads, self._reads = self._reads, outer
+        value = method(e)
         if t is E.BufferLoad:
-            reads.add(e.buffer.data)
-        outer |= reads
+            log.append(e.buffer.data)
         if not reusable:
             self._not_reused += 1
             if t is E.Call and e.op not in _WRITES_NO_MEMORY:
@@ -238,26 +258,28 @@ class FunctionCodegen:
         elif self._not_reused == mark:  # nothing under it is computed again either
             self.reuse[e] = value
             self._reused_order.append(e)
-            if reads:
-                self._reads_of[e] = frozenset(reads)
+            if len(log) > start:
+                reads = self._reads_of[e] = frozenset(log[start:])
                 for v in reads:
                     self._readers.setdefault(v, []).append(e)
         return value
 
     def e_Var(self, e: Var) -> ir.Value:
-        return self.value_of(e)
+        value = self.values.get(e)
+        return value if value is not None else self.value_of(e)
 
     def e_IntImm(self, e: E.IntImm) -> ir.Value:
-        if e.dtype.is_handle:
+        key = (e.dtype, e.value)
+        c = self.mcg.scalar_constants.get(key)
+        if c is not None:
+            return c
+        if e.dtype.is_handle:  # not kept: a new null each time, or an instruction
             return (
                 ir.Constant(PTR, None)
                 if e.value == 0
                 else self.builder.inttoptr(ir.Constant(I64, e.value), PTR)
             )
-        key = (e.dtype, e.value)
-        c = self.mcg.scalar_constants.get(key)
-        if c is None:
-            c = self.mcg.scalar_constants[key] = self.constant(value_type(e.dtype), e.value)
+        c = self.mcg.scalar_constants[key] = self.constant(value_type(e.dtype), e.value)
         return c
 
     def e_FloatImm(self, e: E.FloatImm) -> ir.Value:
@@ -271,12 +293,16 @@ class FunctionCodegen:
         return self.mcg.string(e.value)
 
     def _arith(self, e, int_op: str, float_op: str) -> ir.Value:
-        if needs_legalize(e):
-            raise not_legalized(e, "LLVM")
+        key = (type(e), e.dtype)
+        op = _ARITH_OPS.get(key)
+        if op is None:
+            if needs_legalize(e):
+                raise not_legalized(e, "LLVM")
+            op = _ARITH_OPS[key] = float_op if e.dtype.is_float else int_op
         a, b = self.expr(e.a), self.expr(e.b)
-        if e.dtype.is_float and float_op in _FAST_MATH_OPS:
-            return getattr(self.builder, float_op)(a, b, flags=self.mcg.float_flags)
-        return getattr(self.builder, float_op if e.dtype.is_float else int_op)(a, b)
+        if op in _FAST_MATH_OPS:
+            return getattr(self.builder, op)(a, b, flags=self.mcg.float_flags)
+        return getattr(self.builder, op)(a, b)
 
     def e_Add(self, e):
         return self._arith(e, "add", "fadd")
@@ -414,7 +440,7 @@ class FunctionCodegen:
     def e_Broadcast(self, e: E.Broadcast) -> ir.Value:
         value = self.expr(e.value)
         if isinstance(value, ir.Constant) and not isinstance(value.constant, list | bytearray):
-            return self.constant(ir.VectorType(value.type, e.lanes), (value.constant,) * e.lanes)
+            return self.constant(vector_type(value.type, e.lanes), (value.constant,) * e.lanes)
         return self.splat(value, e.lanes)
 
     def e_Let(self, e: E.Let) -> ir.Value:
@@ -425,7 +451,9 @@ class FunctionCodegen:
     # -- memory --------------------------------------------------------------------------------
     def address(self, buffer, index: PrimExpr) -> tuple[ir.Value, bool]:
         """(pointer or vector of pointers, contiguous) for an access of `buffer` at `index`."""
-        base = self.value_of(buffer.data)
+        base = self.values.get(buffer.data)
+        if base is None:
+            base = self.value_of(buffer.data)  # its error
         elem = memory_type(buffer.dtype)
         if _unit_stride(index):
             return self.builder.gep(base, [self.expr(index.base)], source_etype=elem), True
@@ -436,20 +464,21 @@ class FunctionCodegen:
         return ptr, False
 
     def _flat_index(self, e) -> PrimExpr:
-        if len(e.indices) != 1:
+        indices = e.indices
+        if len(indices) != 1:
             raise LoomError(
-                f"buffer {e.buffer.name} is accessed with {len(e.indices)} indices; "
+                f"buffer {e.buffer.name} is accessed with {len(indices)} indices; "
                 "the code generator needs flattened buffers (run flatten_buffer)"
             )
-        return e.indices[0]
+        return indices[0]
 
     def e_BufferLoad(self, e: E.BufferLoad) -> ir.Value:
-        dt, lanes = e.dtype, e.dtype.lanes
-        align = dt.element.itemsize
-        mt = memory_type(dt)
-        if e.predicate is not None and lanes > 1 and not self.mcg.target.masked_loads_are_safe:
+        dt = e.dtype
+        lanes = dt.lanes
+        mt, align, is_bool = _access(dt)
+        if e.predicate is not None and lanes > 1 and not self.mcg.masked_loads_are_safe:
             v = self._edge_safe_masked_load(e, mt, align)
-        elif self._strided_stride(e) is not None:
+        elif lanes > 1 and self._strided_stride(e) is not None:
             v = self._strided_load(e, mt, align)
         else:
             ptr, contiguous = self.address(e.buffer, self._flat_index(e))
@@ -464,7 +493,7 @@ class FunctionCodegen:
                     [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
                     [mt, ptr.type],
                 )
-        if dt.element.is_bool:
+        if is_bool:
             v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         return v
 
@@ -477,7 +506,7 @@ class FunctionCodegen:
             and isinstance(index, E.Ramp)
             and isinstance(index.stride, E.IntImm)
             and 2 <= index.stride.value <= 4  # wider: more unused elements than a gather loads
-            and self.mcg.target.masked_loads_are_safe
+            and self.mcg.masked_loads_are_safe
         ):
             return index.stride.value
         return None
@@ -586,16 +615,16 @@ class FunctionCodegen:
 
     def _store(self, s: S.BufferStore) -> None:
         dt = s.value.dtype
+        mt, align, is_bool = _access(dt)
         value = self.expr(s.value)
-        if dt.element.is_bool:
-            value = self.builder.zext(value, memory_type(dt))
+        if is_bool:
+            value = self.builder.zext(value, mt)
         ptr, contiguous = self.address(s.buffer, self._flat_index(s))
-        align = dt.element.itemsize
         if dt.lanes == 1 or (contiguous and s.predicate is None):
             self.builder.store(value, ptr, align=align)
             return
         mask = self._mask(s.predicate, dt.lanes)
-        if not self.mcg.target.masked_loads_are_safe:
+        if not self.mcg.masked_loads_are_safe:
             if contiguous and hvx.handles(self.mcg.target, value.type):
                 hvx.masked_store(self, value, ptr, mask)
             else:
@@ -675,7 +704,7 @@ class FunctionCodegen:
         cond = self.expr(e.args[0])
         if isinstance(cond.type, ir.VectorType):
             return cond
-        return self.builder.call(self.mcg.expect, [cond, ir.Constant(I1, 1)])
+        return self.builder.call(self.mcg.expect, [cond, self.constant(I1, 1)])
 
     def call_arithmetic_fence(self, e: E.Call) -> ir.Value:
         """The argument, its own operation emitted without fast-math flags: LLVM fuses or
@@ -763,9 +792,13 @@ class FunctionCodegen:
 
     # -- statements ----------------------------------------------------------------------------
     def stmt(self, s: S.Stmt) -> None:
-        method = getattr(self, "s_" + type(s).__name__, None)
+        t = type(s)
+        method = self._stmt_methods.get(t)
         if method is None:
-            raise LoomError(f"LLVM code generator: unsupported statement {type(s).__name__}")
+            method = getattr(self, "s_" + t.__name__, None)
+            if method is None:
+                raise LoomError(f"LLVM code generator: unsupported statement {t.__name__}")
+            self._stmt_methods[t] = method
         method(s)
 
     def s_SeqStmt(self, s: S.SeqStmt) -> None:
@@ -845,7 +878,7 @@ class FunctionCodegen:
         self.forget_loads()  # a later iteration runs after this one's stores
         with self.region():
             self.stmt(body)
-        nxt = self.builder.add(i, ir.Constant(i.type, 1))
+        nxt = self.builder.add(i, self.constant(i.type, 1))
         i.add_incoming(nxt, self.builder.block)
         latch = self.builder.branch(header)
         if hint is not None:
@@ -855,6 +888,23 @@ class FunctionCodegen:
     def s_Allocate(self, s: S.Allocate) -> None:
         self.distinct.add(s.buffer.data)
         self.mcg.allocate(self, s)
+
+
+class _Region:
+    """FunctionCodegen.region's context (a class: a generator's context manager cost more, for
+    each loop, branch and let)."""
+
+    __slots__ = ("cg", "mark")
+
+    def __init__(self, cg: FunctionCodegen):
+        self.cg = cg
+        self.mark = len(cg._reused_order)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        self.cg._forget_since(self.mark)
 
 
 def _unit_stride(index: PrimExpr) -> bool:

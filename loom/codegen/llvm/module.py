@@ -11,6 +11,7 @@ function `int32_t task(int32_t task_id, int32_t num_tasks, void *closure)`, and 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -42,6 +43,15 @@ if TYPE_CHECKING:  # the target package registers the kinds, which import this
     from loom.target.target import Target
 
 
+def _key(value):
+    """`value` as a dict key that tells -0.0 from 0.0 (equal, with equal hashes, in Python)."""
+    if type(value) is float:
+        return value.hex()
+    if type(value) is tuple:
+        return tuple(v.hex() if type(v) is float else v for v in value)
+    return value
+
+
 def _bytes_text(data: bytes) -> str:
     """LLVM's text of a byte array constant, every byte as a hex escape (`c"\\3f\\80..."`):
     `bytes.hex` makes it in C, where `ir.Constant` escapes a byte at a time in Python (a
@@ -55,14 +65,27 @@ class ModuleCodegen:
     def __init__(self, target: Target, name: str = "loom", arrays: dict | None = None):
         self.target = target
         self.float_flags = float_flags(target)
+        self.masked_loads_are_safe = target.masked_loads_are_safe
         self.arrays = dict(arrays or {})  # symbol -> GlobalArray (codegen/common.global_arrays)
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.strings: dict[str, ir.GlobalVariable] = {}
         self.tasks: dict[str, ir.Function] = {}  # parallel tasks, declared before any body
-        self.constants: dict[tuple, ir.Constant] = {}  # FunctionCodegen.constant
+        self.constants: dict[tuple, ir.Constant] = {}  # constant()
         self.scalar_constants: dict[tuple, ir.Constant] = {}  # by loom dtype and value
+        self.splat_constants: dict[tuple, tuple] = {}  # FunctionCodegen.splat's, by type, lanes
         self.expect = self.declare("llvm.expect.i1", I1, [I1, I1])
+
+    def constant(self, typ: ir.Type, value) -> ir.Constant:
+        """`ir.Constant(typ, value)` (value hashable: a tuple for a vector), one object per module
+        for each: llvmlite formats a constant's text once per object, and a vector constant's
+        text (each lane) took a third of the module's printing."""
+        key = (str(typ), _key(value))
+        c = self.constants.get(key)
+        if c is None:
+            c = ir.Constant(typ, list(value) if isinstance(value, tuple) else value)
+            self.constants[key] = c
+        return c
 
     # -- declarations --------------------------------------------------------------------------
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -184,7 +207,7 @@ class ModuleCodegen:
         b = ir.IRBuilder(entry.append_basic_block("entry"))
         args = []
         for k, param in enumerate(func.params):
-            slot = b.gep(entry.args[0], [ir.Constant(I64, k)], source_etype=PTR)
+            slot = b.gep(entry.args[0], [self.constant(I64, k)], source_etype=PTR)
             ptr = b.load(slot, typ=PTR)
             args.append(ptr if isinstance(param, Buffer) else self._load_scalar(b, ptr, param))
         b.ret(b.call(impl, args))
@@ -195,8 +218,16 @@ class ModuleCodegen:
             return b.icmp_unsigned("!=", b.load(ptr, typ=I8), ir.Constant(I8, 0))
         return b.load(ptr, typ=value_type(param.dtype))
 
+    @functools.cached_property
+    def alignment(self) -> int:
+        return self.target.alignment  # parses the target's features: once, not per buffer
+
+    @functools.cached_property
+    def stack_limit(self) -> int:
+        return self.target.stack_limit
+
     def _check_stack(self, cg: FunctionCodegen, name: str) -> None:
-        check_stack(name, cg.stack_bytes, self.target.stack_limit)
+        check_stack(name, cg.stack_bytes, self.stack_limit)
 
     # -- allocations ---------------------------------------------------------------------------
     def allocate(self, cg: FunctionCodegen, s: S.Allocate) -> None:
@@ -204,7 +235,7 @@ class ModuleCodegen:
         buf = s.buffer
         nbytes = stack_buffer_bytes(s)
         cg.stack_bytes += nbytes
-        align = max(buf.alignment, self.target.alignment)
+        align = max(buf.alignment, self.alignment)
         cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
         with cg.region():  # an unrolled copy binds buf.data again: nothing of this one is reused
             cg.stmt(s.body)

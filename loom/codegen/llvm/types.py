@@ -33,14 +33,21 @@ def scalar_type(dt: DataType) -> ir.Type:
 def value_type(dt: DataType) -> ir.Type:
     """The type of a value of `dt` in registers (bool is i1)."""
     scalar = scalar_type(dt.element)
-    return scalar if dt.lanes == 1 else ir.VectorType(scalar, dt.lanes)
+    return scalar if dt.lanes == 1 else vector_type(scalar, dt.lanes)
 
 
 @functools.cache
 def memory_type(dt: DataType) -> ir.Type:
     """The type of a value of `dt` in memory (bool takes a byte)."""
     scalar = I8 if dt.element.is_bool else scalar_type(dt.element)
-    return scalar if dt.lanes == 1 else ir.VectorType(scalar, dt.lanes)
+    return scalar if dt.lanes == 1 else vector_type(scalar, dt.lanes)
+
+
+@functools.cache
+def vector_type(element: ir.Type, lanes: int) -> ir.VectorType:
+    """`ir.VectorType(element, lanes)`, one object for each: llvmlite formats a type's text
+    once per object."""
+    return ir.VectorType(element, lanes)
 
 
 def mangle(t: ir.Type) -> str:

@@ -175,6 +175,8 @@ class _Emitter:
         self.it = iscalar if lanes == 0 else ir.VectorType(iscalar, lanes)
         self.mantissa = 23 if self.bits == 32 else 52
         self.bias = 127 if self.bits == 32 else 1023
+        # one object per constant: llvmlite formats a constant's text (every lane) per object
+        self._constants: dict[tuple, ir.Constant] = {}
 
     def like(self, scalar: ir.Type) -> _Emitter:
         return _Emitter(self.b, self.module, scalar, self.lanes)
@@ -183,10 +185,18 @@ class _Emitter:
         """A constant, rounded to float32 for float32 (LLVM takes only exact float constants)."""
         if self.bits == 32 and math.isfinite(v):
             v = struct.unpack("f", struct.pack("f", v))[0]
-        return ir.Constant(self.ft, v)
+        key = ("f", float(v).hex())  # hex: -0.0 is not 0.0
+        c = self._constants.get(key)
+        if c is None:
+            c = self._constants[key] = ir.Constant(self.ft, v)
+        return c
 
     def i(self, v: int) -> ir.Constant:
-        return ir.Constant(self.it, v)
+        key = ("i", v)
+        c = self._constants.get(key)
+        if c is None:
+            c = self._constants[key] = ir.Constant(self.it, v)
+        return c
 
     # arithmetic
     def add(self, a, b):
