@@ -28,10 +28,12 @@ def model(nodes, inputs, outputs, initializers, opset=17):
     return m
 
 
-def small_cnn():
+def small_cnn(size: int = 8):
+    """Conv 3 -> 8 (3x3) + ReLU + MaxPool 2x2 + Gemm + Softmax on a batch of 2 `size` x `size`
+    images (`size` even)."""
     w1 = RNG.standard_normal((8, 3, 3, 3)).astype("float32") * 0.3
     b1 = RNG.standard_normal(8).astype("float32")
-    w2 = RNG.standard_normal((10, 8 * 4 * 4)).astype("float32") * 0.1
+    w2 = RNG.standard_normal((10, 8 * (size // 2) ** 2)).astype("float32") * 0.1
     b2 = RNG.standard_normal(10).astype("float32")
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
@@ -54,7 +56,7 @@ def small_cnn():
         "axes": np.array([0], np.int64),
         "minus1": np.array([-1], np.int64),
     }
-    return model(nodes, [("x", [2, 3, 8, 8])], ["y"], inits)
+    return model(nodes, [("x", [2, 3, size, size])], ["y"], inits)
 
 
 def onnxruntime_run(m, feeds):
@@ -156,8 +158,14 @@ def test_a_model_with_hundreds_of_intermediate_values_compiles():
 def test_a_conv_bias_relu_group_keeps_its_sums_local():
     """The conv's sums never go to memory: they are local accumulators that the bias and ReLU
     read inside the same nest; the one global buffer is the conv schedule's padded copy of the
-    input (loom/backend/cpu/conv_schedules.py)."""
-    compiled = loom.compile(small_cnn())
+    input (loom/backend/cpu/conv_schedules.py).
+
+    That is the tile of rows of whole vectors; its rows are 16 wide here, whole vectors on
+    every x86 CPU (one of AVX-512's 16 lanes, two of AVX2's 8), so each takes it. At 8 wide
+    a CPU that runs AVX-512 at full width (Zen 5, Intel) computes a flattened grid instead
+    (conv_flat.py: 8 of its 16 lanes would be wasted), whose sums are a global grid that the
+    epilogue copies out; Zen 4, whose half registers cost half, kept rows of 8."""
+    compiled = loom.compile(small_cnn(size=16))
     (kernel,) = [f for f in compiled.lowered.module if f.name.endswith("conv_relu")]
     text = str(loom.lower(loom.ir.IRModule((kernel,))))
     scopes = re.findall(r"allocate\((\S+): Pointer\((\w+) ", text)

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 
 import loom
-from loom.backend.cpu import LLVMBackend, group_schedules, reduce_schedules
+from loom.backend.cpu import LLVMBackend, conv_schedules, group_schedules, reduce_schedules
+from loom.graph.ir import Graph, Node, TensorType
+from loom.graph.ops import OPERATORS
+from loom.graph.passes.infer_types import infer_types
 from loom.ir.expr import BufferLoad, Call, Ramp
 from loom.ir.stmt import BufferStore, For, ForKind
 from loom.ir.visitor import post_order_visit
+from loom.te.operation import placeholder
+from loom.te.schedule import create_schedule
+from loom.te.tensor import ComputeOp, Reduce
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -284,9 +290,39 @@ def test_conv_bias_relu(x_shape, w_shape, attrs):
     assert_parallel_and_vector(compiled, kernel)
     loads = [a for a in vector_accesses(compiled, kernel) if isinstance(a, BufferLoad)]
     x_loads = [ld for ld in loads if ld.buffer.name == "x"]
+    w_loads = [ld for ld in loads if ld.buffer.name.startswith("w")]  # w, or w_blocked<C> (packed)
+    if conv_channels_in_lanes(x_shape, w_shape, attrs, compiled.target):
+        # conv_channels.py ("7x7" and "14x14" with AVX2 or AVX-512, "1x1" with AVX-512 run at
+        # full width: Zen 5, Intel): each step loads the tile's packed weights as contiguous
+        # vectors and broadcasts the input, read as vectors only by the padded copy
+        assert w_loads
+        assert {ld.indices[0].stride.value for ld in w_loads} == {1}
+        assert bool(x_loads) == any(attrs.get("pads", [0]))
+        assert {ld.indices[0].stride.value for ld in x_loads} <= {1}
+        return
+    # rows of outputs (or a flattened grid): the input's windows are read as vectors (with
+    # strides, gathered), the weights broadcast
     assert x_loads
-    # the input's windows are read as vectors; with strides, gathered
     assert {ld.indices[0].stride.value for ld in x_loads} == {attrs.get("strides", [1])[0]}
+    assert not w_loads
+
+
+def conv_channels_in_lanes(x_shape, w_shape, attrs, target) -> bool:
+    """Whether conv_schedules.py computes Conv(x, w, b) of `attrs` (ONNX's) with its output
+    channels in the vector lanes (conv_channels.py) for `target`, asked as
+    pack_conv_weights.py asks it (the weights' block it packs then makes the schedule's tile)."""
+    attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+    node = Node("Conv", ("x", "w", "b"), ("y",), attrs)
+    constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
+    x = {"x": TensorType(x_shape, "float32")}
+    graph = infer_types(Graph(("x",), ("y",), (node,), constants, x))
+    tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
+    outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("y")])
+    s = create_schedule([t.op for t in outputs])
+    (stage,) = [
+        st for st in s.stages if isinstance(st.op, ComputeOp) and isinstance(st.op.body, Reduce)
+    ]
+    return conv_schedules.channels_in_lanes(s, stage, target)
 
 
 def test_a_conv_without_bias_is_a_root_reduction():

@@ -9,6 +9,7 @@ import loom
 from loom.backend.cpu import LLVM, conv_schedules
 from loom.backend.cpu.pack_conv_weights import (
     MAX_FILTER_BYTES,
+    HostCPU,
     conv_channel_tile,
     host_cpu,
     pack_conv_weights,
@@ -101,16 +102,32 @@ def test_one_channel_tiles_keep_their_layout():
     assert pack_conv_weights(graph) is graph
 
 
+ZEN4 = HostCPU(64, "znver4")
+"""AVX-512 run as two 256-bit halves (conv_schedules.HALF_WIDTH_CORES): half registers cost
+half, so a 7-wide row is one vector of 8 lanes and the tile keeps its channels out of the
+lanes where a full-width core puts them in (ZEN5)."""
+
+ZEN5 = HostCPU(64, "znver5")
+"""AVX-512 at full width (as an Intel AVX-512 core)."""
+
+
 def test_long_filters_keep_their_layout():
     """Filters longer than MAX_FILTER_BYTES stay as ONNX lays them out (one stream per channel
-    of the tile, each long enough for the prefetcher)."""
+    of the tile, each long enough for the prefetcher), for a tile of rows of outputs (Zen 4's
+    for these 7-wide outputs); a tile with its channels in the lanes (Zen 5's, 16 of them)
+    loads them as vectors: packed whatever their length."""
     short = conv_graph((1, 224, 7, 7), floats(16, 224, 3, 3), pads=(1, 1, 1, 1))
     assert short.constants["w"][0].nbytes <= MAX_FILTER_BYTES
-    assert pack_conv_weights(short) is not short
     long = conv_graph((1, 256, 7, 7), floats(16, 256, 3, 3), pads=(1, 1, 1, 1))
     assert long.constants["w"][0].nbytes > MAX_FILTER_BYTES
-    assert conv_channel_tile(long.nodes[0], long) > 1
-    assert pack_conv_weights(long) is long
+    assert not conv_schedules.channels_in_lanes(*_conv_stage(long), ZEN4)
+    assert pack_conv_weights(short, ZEN4) is not short
+    assert conv_channel_tile(long.nodes[0], long, ZEN4) > 1
+    assert pack_conv_weights(long, ZEN4) is long
+    assert conv_schedules.channels_in_lanes(*_conv_stage(long), ZEN5)
+    for graph in (short, long):
+        (node,) = pack_conv_weights(graph, ZEN5).nodes
+        assert node.attr(WEIGHT_BLOCK) == conv_channel_tile(graph.nodes[0], graph, ZEN5) == 16
 
 
 def test_long_filters_are_packed_for_channels_in_the_lanes():

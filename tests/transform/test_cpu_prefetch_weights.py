@@ -6,6 +6,7 @@ iterations; clamped into the buffer; nothing else changes."""
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import loom
@@ -243,14 +244,33 @@ def prefetches_of(model, target: str):
     return prefetches, compiled
 
 
-def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights():
-    """mobilenet_v2's 1x1 convolution 576 -> 96 at 14x14 (conv_flat.py: 4 channels of a
-    block a step) reads its 221 KB of weights through the prefetch; the results are the
-    convolution's."""
-    model = pointwise_model()
+@pytest.mark.parametrize(
+    "channels, filters, size",
+    [
+        # conv_flat.py, every x86 CPU: 3 channels of a block a step with AVX-512, 6 with
+        # AVX2 (a slow stream)
+        (576, 96, 28),
+        # conv_channels.py with AVX-512: 10 blocks of 32 channels, 128 bytes a step (a fast
+        # stream, the next block prefetched); with AVX2, 8 channels a step (a slow stream)
+        (960, 320, 7),
+    ],
+)
+def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights(channels, filters, size):
+    """A 1x1 convolution (mobilenet_v2's 576 -> 96, its 221 KB of weights, at 28x28 here;
+    its 960 -> 320 at 7x7) reads its weights through the prefetch, whichever tile this CPU
+    takes; the results are the convolution's.
+
+    Not at mobilenet_v2's 14x14 for 576 -> 96: there a CPU running AVX-512 at full width
+    (Zen 5, Intel) puts the channels in the lanes (3 blocks of 32), too few blocks for a
+    parallel loop of its own: the schedule fuses them with the pixel tiles, leaving no block
+    loop for cpu_prefetch_weights' fast-stream prefetch (a fast stream without blocks is left
+    alone); Zen 4 and AVX2 take the flattened grid's slow stream there."""
+    model = pointwise_model(channels, filters, size)
     prefetches, compiled = prefetches_of(model, "llvm")
     assert prefetches
-    x = np.random.default_rng(1).standard_normal((1, 576, 14, 14)).astype("float32")
+    # of the weights (packed: w_blocked<C>), as address_of(w_blocked<C>[...])
+    assert {p.args[0].args[0].buffer.name.split("_blocked")[0] for p in prefetches} == {"w"}
+    x = np.random.default_rng(1).standard_normal((1, channels, size, size)).astype("float32")
     w = onnx.numpy_helper.to_array(model.graph.initializer[0])[:, :, 0, 0]
     want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x)
     np.testing.assert_allclose(compiled(x=x)["y"], want, rtol=1e-4, atol=1e-4)
