@@ -132,7 +132,10 @@ class ComputeOp(Operation):
         self.reduce_axis: tuple[IterVar, ...] = body.axis if isinstance(body, Reduce) else ()
         self.shape = tuple(_extent(iv) for iv in axis)
         self.dtype = body.dtype
-        self._inputs: tuple[Tensor, ...] | None = None
+        # found once, here: scheduling asks again and again (each compute_at walks the readers),
+        # and the body never changes (with_body makes another operation); always set, so the
+        # compile cache's fingerprint of an operation does not depend on who asked before
+        self._inputs = tuple(producer_tensors(body))
 
     @property
     def root_iter_vars(self) -> tuple[IterVar, ...]:
@@ -140,10 +143,6 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        # found once: scheduling asks again and again (each compute_at walks the readers), and
-        # the body never changes (with_body makes another operation)
-        if self._inputs is None:
-            self._inputs = tuple(producer_tensors(self.body))
         return list(self._inputs)
 
     def with_body(self, body: PrimExpr) -> ComputeOp:

@@ -12,7 +12,8 @@ the back end instead: the loop stays, marked `UNROLL_FULL` (LLVM's `llvm.loop.un
 `#pragma GCC unroll`), and the compiler unrolls it completely. That is for loops whose variable
 does not need to be a constant in loom's IR (it indexes no register tile, decides no branch):
 their copies would only cost loom's passes time (a matmul's reduction steps: a third of its
-first build). `unroll_explicit` True, or no pragma, unrolls here.
+first build). Its copies count towards the limit as loom's would (the back end would make
+them). `unroll_explicit` True, or no pragma, unrolls here.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ class _Unroll(Mutator):
     def visit_AttrStmt(self, attr: AttrStmt) -> Stmt:
         if attr.key != UNROLL_EXPLICIT:
             return self.generic_mutate(attr)
+        around: list[AttrStmt] = []  # the loop's other pragmas, between this one and the loop
         loop = attr.body
+        while type(loop) is AttrStmt and loop.node is attr.node:
+            around.append(loop)
+            loop = loop.body
         if type(loop) is not For or loop.loop_var is not attr.node:
-            return self.visit(loop)  # lowering dropped the loop (one iteration)
+            return self.visit(attr.body)  # lowering dropped the loop (one iteration)
         if loop.kind != ForKind.UNROLLED:
             raise LoomError(
                 f"function {self.func.name}: pragma unroll_explicit on loop "
@@ -80,16 +85,26 @@ class _Unroll(Mutator):
                 f"function {self.func.name}: pragma unroll_explicit on loop {loop.loop_var.name} "
                 f"takes True or False, got {attr.value}"
             )
-        if attr.value.value:
-            return self.visit_For(loop)
-        kept = loop.replace(
+        result = self.visit_For(loop) if attr.value.value else self._keep(loop)
+        for pragma in reversed(around):
+            result = pragma.replace(body=result)
+        return result
+
+    def _keep(self, loop: For) -> Stmt:
+        """The unrolled `loop` as a serial loop the back end unrolls completely (UNROLL_FULL);
+        its copies count towards the limit as loom's would."""
+        saved, self.copies = self.copies, self._copies(loop)
+        try:
+            loop = self.generic_mutate(loop)
+        finally:
+            self.copies = saved
+        return loop.replace(
             kind=ForKind.SERIAL, annotations=(*loop.annotations, (UNROLL_FULL, True))
         )
-        return self.generic_mutate(kept)
 
-    def visit_For(self, loop: For) -> Stmt:
-        if loop.kind != ForKind.UNROLLED:
-            return self.generic_mutate(loop)
+    def _copies(self, loop: For) -> int:
+        """The copies of its body the unrolled `loop` makes, with the unrolled loops around it;
+        a LoomError if its extent is not a constant or they are more than the limit."""
         if not isinstance(loop.extent, IntImm):
             raise LoomError(
                 f"loop {loop.loop_var.name} is marked unrolled but its extent "
@@ -104,7 +119,12 @@ class _Unroll(Mutator):
                 f"than the limit of {self.limit} (PassContext config 'tir.max_unroll'; "
                 "docs/schedules.md): unroll a smaller split of the loop"
             )
-        saved, self.copies = self.copies, total
+        return total
+
+    def visit_For(self, loop: For) -> Stmt:
+        if loop.kind != ForKind.UNROLLED:
+            return self.generic_mutate(loop)
+        saved, self.copies = self.copies, self._copies(loop)
         try:
             loop = self.generic_mutate(loop)
         finally:

@@ -160,3 +160,33 @@ def test_unroll_explicit_on_a_loop_that_is_not_unrolled_is_an_error():
 
     with pytest.raises(LoomError, match=r"unroll_explicit on loop i, which is serial, not "):
         unroll_loop(func(before))
+
+
+def test_unroll_explicit_looks_through_the_loops_other_pragmas():
+    def before(A, n):
+        i = Var("i")
+        other = AttrStmt("pragma_other", IntImm(1), loop(i, 4, A.store(i, (i,))), i)
+        return explicit(i, 0, other)
+
+    def expected(A, n):
+        i = Var("i")
+        kept = For(i, IntImm(0), IntImm(4), "serial", A.store(i, (i,)), ((UNROLL_FULL, True),))
+        return AttrStmt("pragma_other", IntImm(1), kept, i)
+
+    check(before, expected)
+
+
+def test_unroll_explicit_false_keeps_the_checks_of_unrolling():
+    def symbolic(A, n):
+        i = Var("i")
+        return explicit(i, 0, For(i, IntImm(0), n, "unrolled", A.store(i, (i,))))
+
+    with pytest.raises(LoomError, match=r"loop i is marked unrolled but its extent n"):
+        unroll_loop(func(symbolic))
+
+    def long(A, n):
+        i = Var("i")
+        return explicit(i, 0, loop(i, 2000, A.store(i, (i,))))
+
+    with pytest.raises(LoomError, match=r"makes 2000 copies of its body, more than the limit"):
+        unroll_loop(func(long))

@@ -163,7 +163,11 @@ class FunctionCodegen(ExprCodegen):
         begin, end = self.loop_end(s, begin, extent)
         name = self.bind(s.loop_var)
         t = c_type(s.loop_var.dtype)
-        if type(s.extent) is IntImm and any(key == S.UNROLL_FULL for key, _ in s.annotations):
+        if (
+            type(s.extent) is IntImm
+            and s.extent.value < 65535  # the most the pragma takes
+            and any(key == S.UNROLL_FULL for key, _ in s.annotations)
+        ):
             self.emit(f"#pragma GCC unroll {s.extent.value}")  # GCC and clang: unroll completely
         self.emit(f"for ({t} {name} = {begin.text}; {name} < {end}; ++{name}) {{")
         self.loop_body(s)
