@@ -10,6 +10,7 @@ the whole dtype range.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 
 from loom.abi.dtype import DataType
@@ -79,17 +80,12 @@ class IntBound:
         return f"[{lo}, {hi}]"
 
 
+@functools.cache  # asked for nearly every bound
 def dtype_range(dt: DataType) -> Range | None:
     """(min, max) of one lane of an integer or bool dtype; None for floats and handles."""
-    try:
-        return _DTYPE_RANGES[dt]  # asked for nearly every bound
-    except KeyError:
-        r = (dt.min_value(), dt.max_value()) if dt.kind in ("int", "uint", "bool") else None
-        _DTYPE_RANGES[dt] = r
-        return r
-
-
-_DTYPE_RANGES: dict[DataType, Range | None] = {}
+    if dt.kind in ("int", "uint", "bool"):
+        return dt.min_value(), dt.max_value()
+    return None
 
 
 def _as_range(bound: IntBound | tuple[int | None, int | None], full: Range) -> Range:

@@ -85,6 +85,8 @@ class Linear:
 
     def copy(self, modular: bool | None = None) -> Linear:
         keep = self.modular if modular is None else modular
+        if keep and not self.modular:  # coefficients become their representatives (to_expr)
+            return Linear(self.dtype, self.terms, self.const, modular=True)
         out = Linear(self.dtype, modular=keep)
         out.terms = dict(self.terms)
         out.const = self.const

@@ -183,7 +183,7 @@ class Analyzer:
         moment (`_FIXPOINT`): the result depends on nothing else, so asked again under the same
         bounds (a later pass, another Analyzer) it is returned as is, without a round."""
         d = getattr(e, "__dict__", None)
-        if d is not None and d.get(_FIXPOINT) == self.bounds.snapshot():
+        if d is not None and self._marked(d):
             return e
         for _ in range(3):
             new = self._expr(e)
@@ -217,12 +217,8 @@ class Analyzer:
         # A node known to be its own simplification under these bounds is returned before its
         # hash (a walk of the whole tree, for a node just built) is computed for the cache.
         d = e.__dict__
-        mark = d.get(_FIXPOINT)
-        if mark is not None:
-            snap = self.bounds.snapshot()
-            if mark is snap or mark == snap:
-                d[_FIXPOINT] = snap  # the same bounds, perhaps of another Analyzer: `is` next
-                return e
+        if self._marked(d):
+            return e
         r = self._cache.get(e)
         if r is None:
             r = _DISPATCH.get(t, Analyzer._generic)(self, e)
@@ -244,11 +240,22 @@ class Analyzer:
         if t is Var:
             r = self.bounds.var_range(x)
             return r is None or r[0] != r[1]
-        mark = x.__dict__.get(_FIXPOINT)
+        return self._marked(x.__dict__)
+
+    def _marked(self, d: dict) -> bool:
+        """Whether a node's `__dict__` `d` marks it as its own simplification under the current
+        bounds. A mark of equal bounds (another Analyzer's, an earlier scope's) is replaced by
+        this snapshot, so that the next check is an identity test."""
+        mark = d.get(_FIXPOINT)
         if mark is None:
             return False
         snap = self.bounds.snapshot()
-        return mark is snap or mark == snap
+        if mark is snap:
+            return True
+        if mark == snap:
+            d[_FIXPOINT] = snap
+            return True
+        return False
 
     def _settle(self, x: PrimExpr) -> PrimExpr:
         """Mark `x` as its own simplification under the current bounds; returns it."""
