@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from loom.abi.dtype import DataType
-from loom.codegen.llvm import hvx, vecmath
+from loom.codegen.llvm import hvx, register_pieces, vecmath
 from loom.codegen.llvm.loop_hints import unroll_hint
 from loom.codegen.llvm.types import (
     I1,
@@ -485,14 +485,16 @@ class FunctionCodegen:
             if lanes == 1 or (contiguous and e.predicate is None):
                 v = self.builder.load(ptr, typ=mt, align=align)
             else:
-                mask = self._mask(e.predicate, lanes)
-                kind = "load" if contiguous else "gather"
-                v = self.intrinsic(
-                    f"llvm.masked.{kind}",
-                    mt,
-                    [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
-                    [mt, ptr.type],
-                )
+                v = self._masked_pieces(e, ptr, mt.element, align) if contiguous else None
+                if v is None:
+                    mask = self._mask(e.predicate, lanes)
+                    kind = "load" if contiguous else "gather"
+                    v = self.intrinsic(
+                        f"llvm.masked.{kind}",
+                        mt,
+                        [ptr, ir.Constant(I32, align), mask, ir.Constant(mt, None)],
+                        [mt, ptr.type],
+                    )
         if is_bool:
             v = self.builder.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         return v
@@ -532,9 +534,22 @@ class FunctionCodegen:
         if e.predicate is None:
             whole = self._span_load(ptr, wide, span_mask, align)
         else:
-            whole = self._predicated_span_load(e, ptr, wide, span_mask, align)
+            whole = self._masked_pieces(e, ptr, mt.element, align, stride)
+            if whole is None:
+                whole = self._predicated_span_load(e, ptr, wide, span_mask, align)
         picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
         return self.builder.shuffle_vector(whole, ir.Constant(wide, ir.Undefined), picks)
+
+    def _masked_pieces(
+        self, e: E.BufferLoad, ptr: ir.Value, element: ir.Type, align: int, stride: int = 1
+    ) -> ir.Value | None:
+        """A predicated load wider than a register on x86, as register-wide pieces
+        (codegen/llvm/register_pieces.py: LLVM's own split loads lanes it should not), or None
+        where it is not split."""
+        span = e.dtype.lanes * stride
+        if not register_pieces.applies(self.mcg.target, span, e.buffer.dtype.itemsize):
+            return None
+        return register_pieces.masked_load(self, e, ptr, element, align, stride)
 
     def _span_load(self, ptr: ir.Value, wide: ir.Type, mask: ir.Value, align: int) -> ir.Value:
         return self.intrinsic(
