@@ -9,9 +9,14 @@ import pytest
 import loom
 from loom import te
 from loom.backend.cpu import conv_schedules
+from loom.backend.cpu.pack_conv_weights import HostCPU
+from loom.graph.ir import Graph, Node, TensorType
+from loom.graph.ops import OPERATORS
+from loom.graph.passes.infer_types import infer_types
 from loom.ir.expr import BufferLoad, Ramp
 from loom.ir.stmt import BufferStore, For, ForKind
 from loom.ir.visitor import post_order_visit
+from loom.te.operation import placeholder
 from loom.te.tensor import Reduce
 
 onnx = pytest.importorskip("onnx")
@@ -129,9 +134,13 @@ CONVS = {
     "stride 3, no pads": ((1, 4, 40, 41), (8, 4, 3, 3), {"strides": [3, 3]}, False, None),
     # a flat grid (conv_flat.py): rows of 28 or 14 outputs laid end to end
     "28x28 flat grid": ((1, 16, 28, 28), (16, 16, 3, 3), {"pads": [1] * 4}, True, "Relu"),
+    # (12 output channels: no multiple of a register's lanes, 8 with AVX2 or 16 with
+    # AVX-512, so no CPU puts them in the lanes (conv_channels.py); 16 are two AVX2
+    # registers, which the cost model took there, in tiles of 2 registers x 5 pixels: 8.0
+    # outputs a cycle to the grid's 7.6)
     "flat grid, pads asymmetric, dilated": (
         (1, 8, 28, 27),
-        (16, 8, 3, 3),
+        (12, 8, 3, 3),
         {"pads": [1, 2, 0, 1], "dilations": [2, 1]},
         True,
         None,
@@ -348,10 +357,54 @@ def test_strided_windows_of_one_channel_read_their_phases_without_gathers(case):
     assert "llvm.masked.gather" not in compiled.module.get_source("ll")
 
 
+ZEN3 = HostCPU(32, "znver3")
+"""AVX2: 16 registers of 8 floats."""
+
+ZEN4 = HostCPU(64, "znver4")
+"""AVX-512 run as two 256-bit halves (conv_schedules.HALF_WIDTH_CORES)."""
+
+ZEN5 = HostCPU(64, "znver5")
+"""AVX-512 at full width (as an Intel AVX-512 core)."""
+
+CPUS = {"avx2": ZEN3, "zen4": ZEN4, "zen5": ZEN5}
+"""CPUs whose schedules are checked whatever this machine's is (the cost model's choice
+depends on the registers: tests/graph/test_pack_conv_weights.py pins them alike)."""
+
+
+def conv_schedule(x_shape, w_shape, attrs, target):
+    """The stages of Conv(x, w, b) of `attrs` (ONNX's) as conv_schedules.py schedules them for
+    `target`: whether its loops were changed, by name."""
+    attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
+    node = Node("Conv", ("x", "w", "b"), ("conv",), attrs)
+    constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
+    graph = Graph(("x",), ("conv",), (node,), constants, {"x": TensorType(x_shape, "float32")})
+    graph = infer_types(graph)
+    tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
+    outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
+    s = te.create_schedule([t.op for t in outputs])
+    conv_schedules.schedule(s, target)
+    return {st.op.name: bool(st.relations) for st in s.stages}
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+@pytest.mark.parametrize("case", FLAT_GRIDS)
+def test_every_cpu_computes_these_on_a_flat_grid(case, cpu):
+    """The flat grids below are each CPU's choice, not only this machine's: the cost model
+    (conv_schedules._choose) takes the grid over rows of whole vectors and over channels in
+    the lanes for AVX2 and for AVX-512 (half or full width) alike."""
+    x_shape, w_shape, attrs, _, _ = CONVS[case]
+    stages = conv_schedule(x_shape, w_shape, attrs, CPUS[cpu])
+    # the grid's tiles, and their accumulators (the ones test_rows_narrower_than_whole_...
+    # finds updated); no channels in the lanes (`conv.sum.lanes`)
+    assert stages.get("conv.sum.flat") and "conv.sum.flat.local" in stages, stages
+    assert not any(name.endswith(".lanes") for name in stages), stages
+
+
 @pytest.mark.parametrize("case", FLAT_GRIDS)
 def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
     """28 = 3.5 vectors of 8: the accumulators are the flat grid's (`conv.sum.flat`), fed by
-    the data's flat copy (`.flat`), the epilogue reading the grid."""
+    the data's flat copy (`.flat`), the epilogue reading the grid. On any x86 CPU: see
+    test_every_cpu_computes_these_on_a_flat_grid."""
     x_shape, w_shape, attrs, bias, activation = CONVS[case]
     x, w = floats(*x_shape), floats(*w_shape)
     compiled = loom.compile(conv_model(x, w, floats(w_shape[0]), activation, **attrs))
@@ -519,25 +572,46 @@ def test_a_four_dimensional_reduction_without_a_window_is_left_alone():
     assert not s[y].relations and not s[y].loop_kinds
 
 
-def test_a_flipped_window_on_a_flat_grid():
-    """A window read backwards (`x[oh + 2 - kh]`, as a transposed convolution reads): the
-    flat grid's copy must still cover its reach (its offsets are largest at kh = 0)."""
+def flipped_window():
+    """A 3x3 convolution of 8 channels into 12 at 28x28 whose window is read backwards; its
+    schedule, the data, weights and output tensors.
+
+    12 output channels: no multiple of a register's lanes (8 with AVX2, 16 with AVX-512), so
+    every CPU computes it on the flat grid; 16 are two AVX2 registers of channels in the
+    lanes (conv_channels.py: 8.0 outputs a cycle to the grid's 7.5)."""
     x = te.placeholder((1, 8, 30, 30), "float32", name="x")
-    w = te.placeholder((16, 8, 3, 3), "float32", name="w")
+    w = te.placeholder((12, 8, 3, 3), "float32", name="w")
     rc, kh, kw = te.reduce_axis(8, "rc"), te.reduce_axis(3, "kh"), te.reduce_axis(3, "kw")
     y = te.compute(
-        (1, 16, 28, 28),
+        (1, 12, 28, 28),
         lambda n, m, oh, ow: te.sum(
             x[n, rc, oh + 2 - kh, ow + 2 - kw] * w[m, rc, kh, kw], axis=[rc, kh, kw]
         ),
         name="y",
     )
-    s = te.create_schedule(y.op)
+    return te.create_schedule(y.op), x, w, y
+
+
+def on_a_flat_grid(s) -> bool:
+    return any(st.op.name == "y.flat" and st.relations for st in s.stages)
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+def test_every_cpu_computes_the_flipped_window_on_a_flat_grid(cpu):
+    s, *_ = flipped_window()
+    conv_schedules.schedule(s, CPUS[cpu])
+    assert on_a_flat_grid(s)
+
+
+def test_a_flipped_window_on_a_flat_grid():
+    """A window read backwards (`x[oh + 2 - kh]`, as a transposed convolution reads): the
+    flat grid's copy must still cover its reach (its offsets are largest at kh = 0)."""
+    s, x, w, y = flipped_window()
     conv_schedules.schedule(s, loom.target.Target("llvm"))
-    assert any(st.op.name == "y.flat" and st.relations for st in s.stages)
+    assert on_a_flat_grid(s)
     f = loom.build(s, [x, w, y], target="llvm", name="flipped")
-    xs, ws = floats(1, 8, 30, 30), floats(16, 8, 3, 3)
-    got = np.zeros((1, 16, 28, 28), "float32")
+    xs, ws = floats(1, 8, 30, 30), floats(12, 8, 3, 3)
+    got = np.zeros((1, 12, 28, 28), "float32")
     f(xs, ws, got)
     windows = np.lib.stride_tricks.sliding_window_view(xs[0], (3, 3), axis=(1, 2))
     want = np.einsum("chwij,mcij->mhw", windows[:, :, :, ::-1, ::-1], ws)[None]

@@ -160,18 +160,60 @@ def test_odd_shapes_small_rows_and_tails(shape):
     assert stores and all(isinstance(s.indices[0], Ramp) for s in stores)
 
 
-def test_rows_shorter_than_a_register_share_vectors():
-    x = floats(2, 64, 7, 7)
-    b = floats(64, 1, 1)
-    m = make_model([helper.make_node("Mul", ["x", "b"], ["out"])], [("x", x)], ["out"], {"b": b})
-    compiled = compiled_matches_onnxruntime(m, [("x", x)])
-    stores = [
+AVX512 = "llvm -mcpu=znver5 -mattr=+avx512f"
+"""A CPU with 64-byte registers, for kernels only compiled (this machine may not run them)."""
+
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2"
+"""A CPU with 32-byte registers."""
+
+
+def plane_stores(compiled) -> list[BufferStore]:
+    """The vector stores of the one Mul kernel."""
+    return [
         a
         for a in vector_accesses(compiled, the_kernel(compiled, "Mul"))
         if isinstance(a, BufferStore)
     ]
-    # a whole 7x7 plane per vector, padded to a power of two: 49 lanes stored, 15 masked off
-    assert [s.value.dtype.lanes for s in stores] == [64]
+
+
+def plane_model():
+    x = floats(2, 64, 7, 7)
+    b = floats(64, 1, 1)
+    m = make_model([helper.make_node("Mul", ["x", "b"], ["out"])], [("x", x)], ["out"], {"b": b})
+    return m, x
+
+
+def plane_lanes(vector_bytes: int) -> int:
+    """The lanes of a 7x7 plane's stores with registers of `vector_bytes`: the whole plane
+    (49 elements) in one vector padded to a power of two, 64 lanes, when it is at most
+    group_schedules.VECTOR_REGISTERS registers (4 of AVX-512's 16 floats); else (AVX2: 4
+    registers of 8 are 32 lanes) each 7-long row in a vector of its own, padded to 8."""
+    if 49 <= group_schedules.VECTOR_REGISTERS * (vector_bytes // 4):
+        return 64
+    return 8
+
+
+def test_rows_shorter_than_a_register_share_vectors():
+    """Computed for this machine: its stores are those of its registers (plane_lanes), masked
+    past the plane's (or the row's) end."""
+    m, x = plane_model()
+    compiled = compiled_matches_onnxruntime(m, [("x", x)])
+    stores = plane_stores(compiled)
+    assert [s.value.dtype.lanes for s in stores] == [plane_lanes(compiled.target.vector_bytes)]
+    assert isinstance(stores[0].indices[0], Ramp) and stores[0].predicate is not None
+
+
+@pytest.mark.parametrize("target, lanes", [(AVX512, 64), (AVX2, 8)], ids=["avx512", "avx2"])
+def test_rows_shorter_than_a_register_share_vectors_on_each_cpu(target, lanes):
+    """Compiled (not run) for pinned CPUs, so that each case is checked on any machine: with
+    AVX-512 a whole 7x7 plane per vector, padded to a power of two (49 lanes stored, 15 masked
+    off); with AVX2 the plane is longer than the widest vector (32 lanes), so each row is one
+    (7 lanes stored, 1 masked off)."""
+    m, _ = plane_model()
+    compiled = loom.compile(m, target=target)
+    assert plane_lanes(compiled.target.vector_bytes) == lanes
+    stores = plane_stores(compiled)
+    assert [s.value.dtype.lanes for s in stores] == [lanes]
     assert isinstance(stores[0].indices[0], Ramp) and stores[0].predicate is not None
 
 

@@ -110,6 +110,9 @@ lanes where a full-width core puts them in (ZEN5)."""
 ZEN5 = HostCPU(64, "znver5")
 """AVX-512 at full width (as an Intel AVX-512 core)."""
 
+ZEN3 = HostCPU(32, "znver3")
+"""AVX2 (32-byte registers, 16 of them), as Haswell with -mattr=+avx2."""
+
 
 def test_long_filters_keep_their_layout():
     """Filters longer than MAX_FILTER_BYTES stay as ONNX lays them out (one stream per channel
@@ -226,22 +229,40 @@ def test_compiled_results_and_contiguous_weight_loads(x_shape, w_shape, attrs):
         assert not any(isinstance(i, Ramp) and i.stride.value != 1 for i in load.indices), load
 
 
-@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:2] + CASES[-1:])
-def test_another_cpus_tile_takes_the_block(x_shape, w_shape, attrs):
-    """The pass packs for this machine's tiles; a target whose own tile would have other
-    channels (16-byte vectors) takes tiles of the block's channels, and reads the weights
-    without a division too."""
-    target = "llvm -mcpu=haswell"
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, packed_for",
+    [
+        # each block within haswell's 12 accumulator registers (a larger one is read through
+        # a division: test_a_block_unlike_the_tile_divides)
+        (*CASES[0], ZEN4),  # blocks of 4 channels; haswell's own tile 2
+        (*CASES[1], ZEN5),  # 8 (haswell takes them in its lanes); its own 2
+        (*CASES[-1], ZEN3),  # 8, in the lanes (haswell takes them as rows); its own 4
+    ],
+    ids=["56x56, Zen 4", "28x28, Zen 5", "14x14 stride 2, AVX2"],
+)
+def test_another_cpus_tile_takes_the_block(x_shape, w_shape, attrs, packed_for):
+    """Weights packed for one CPU's tiles (`packed_for`), then compiled for a target whose own
+    tile would have other channels (haswell without -mattr: 16-byte vectors): its pass keeps
+    the block and its tiles take the block's channels, reading the weights without a division
+    too.
+
+    Both CPUs are pinned, so that the tiles differ on any machine: the block packed for this
+    machine's CPU can be haswell's own (AVX2 machines: 2 channels for the first case), and
+    compiled for the target without packing first, the target's pass packs for its own tile
+    (Backend.graph_passes(target)), which then has nothing else to take."""
+    target = Target("llvm -mcpu=haswell")
     graph = conv_graph(x_shape, floats(*w_shape), **attrs)
-    assert conv_channel_tile(graph.nodes[0], graph, Target(target)) != conv_channel_tile(
-        graph.nodes[0], graph
-    )
-    lowered = lower_model(graph, target=target)
+    block = conv_channel_tile(graph.nodes[0], graph, packed_for)
+    assert block != conv_channel_tile(graph.nodes[0], graph, target)
+    packed = pack_conv_weights(graph, packed_for)
+    assert packed.nodes[0].attr(WEIGHT_BLOCK) == block
+    lowered = lower_model(packed, target=target)
     (node,) = lowered.graph.nodes
+    assert node.attr(WEIGHT_BLOCK) == block
     loads = _weight_loads(lowered.module, node.inputs[1].replace(".", "_"))
     assert loads and not any(_divides(i) for load in loads for i in load.indices)
     x = floats(*x_shape)
-    got = loom.compile(graph, target=target)(x=x)["y"]
+    got = loom.compile(packed, target=target)(x=x)["y"]
     np.testing.assert_allclose(got, reference(graph, x), rtol=1e-4, atol=1e-4)
 
 

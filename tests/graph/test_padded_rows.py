@@ -11,7 +11,8 @@ import pytest
 import loom
 from loom.backend.cpu import reduce_schedules
 from loom.ir.expr import BufferLoad
-from loom.ir.stmt import BufferStore
+from loom.ir.stmt import Allocate, BufferStore, For
+from loom.ir.visitor import children
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -124,26 +125,66 @@ def test_two_axes_and_one_outside_the_row():
     matches_onnxruntime(model("ReduceSum", x, [0, 2, 3]), x, rtol=1e-5, atol=1e-4)
 
 
-def test_the_accumulators_take_whole_vectors_and_the_row_a_masked_last_load():
-    x = floats(1, 256, 7, 7)
-    compiled = matches_onnxruntime(model("GlobalAveragePool", x), x)
+def row_accesses(compiled):
+    """The kernel's vector updates of its accumulators (`.rf`) and its vector loads of the
+    data, each load with how many times it runs per row: the iterations of the loops around
+    it inside the row's accumulators (their allocation)."""
     lowered = loom.lower(compiled.lowered.module, target=compiled.target)
     stores, loads = [], []
+
+    def walk(n, trips, in_row):
+        if isinstance(n, Allocate):
+            in_row = True
+        elif isinstance(n, For) and in_row:
+            trips *= int(n.extent.value)
+        elif isinstance(n, BufferStore) and ".rf" in n.buffer.name and n.value.dtype.lanes > 1:
+            stores.append(n)
+        elif isinstance(n, BufferLoad) and n.buffer.name == "x" and n.dtype.lanes > 1:
+            loads.append((n, trips))
+        for child in children(n):
+            walk(child, trips, in_row)
+
     for f in lowered:
-        if f.name not in compiled.kernels and "_task_" not in f.name:
-            continue
+        if f.name in compiled.kernels or "_task_" in f.name:
+            walk(f.body, 1, False)
+    return stores, loads
 
-        def record(n):
-            if isinstance(n, BufferStore) and ".rf" in n.buffer.name and n.value.dtype.lanes > 1:
-                stores.append(n)
-            elif isinstance(n, BufferLoad) and n.buffer.name == "x" and n.dtype.lanes > 1:
-                loads.append(n)
 
-        loom.ir.visitor.post_order_visit(f.body, record)
+def assert_whole_vectors_and_a_masked_last_load(compiled):
+    """GlobalAveragePool over 7x7: each row of 49 padded to 64 and reduced in the
+    accumulators' vectors, ACCUMULATOR_REGISTERS registers (at most the row): one vector of 64
+    lanes with AVX-512, two of 32 (a loop over them) with AVX2."""
+    register = compiled.target.vector_bytes // 4
+    lanes = min(64, reduce_schedules.ACCUMULATOR_REGISTERS * register)
+    stores, loads = row_accesses(compiled)
     assert stores and loads
     assert all(st.predicate is None for st in stores), stores  # no masked accumulator update
-    assert sum(ld.dtype.lanes for ld in loads) >= 49, loads  # the row read as vectors
-    assert any(ld.predicate is not None for ld in loads), loads  # its end: a masked load
+    assert {st.value.dtype.lanes for st in stores} >= {lanes}, stores
+    assert {ld.dtype.lanes for ld, _ in loads} == {lanes}, loads
+    # the padded row read as vectors, each of its 64 elements once (the last 15 masked off)
+    assert sum(ld.dtype.lanes * trips for ld, trips in loads) == 64, loads
+    assert any(ld.predicate is not None for ld, _ in loads), loads  # its end: a masked load
+
+
+def test_the_accumulators_take_whole_vectors_and_the_row_a_masked_last_load():
+    x = floats(1, 256, 7, 7)
+    assert_whole_vectors_and_a_masked_last_load(
+        matches_onnxruntime(model("GlobalAveragePool", x), x)
+    )
+
+
+@pytest.mark.parametrize(
+    "target, vector_bytes",
+    [("llvm -mcpu=znver5 -mattr=+avx512f", 64), ("llvm -mcpu=haswell -mattr=+avx2", 32)],
+    ids=["avx512", "avx2"],
+)
+def test_the_accumulators_take_whole_vectors_on_each_cpu(target, vector_bytes):
+    """As above, compiled (not run: this machine may not have AVX-512) for pinned CPUs, so
+    that the accumulators of both register widths are checked on any machine."""
+    x = floats(1, 256, 7, 7)
+    compiled = loom.compile(model("GlobalAveragePool", x), target=target)
+    assert compiled.target.vector_bytes == vector_bytes
+    assert_whole_vectors_and_a_masked_last_load(compiled)
 
 
 def test_long_rows_are_not_padded():
