@@ -12,8 +12,8 @@ AVX2 (`llc -mcpu=znver3`; lanes 8..15 came back as x[8..15] instead of zero):
 A padded row's copy is that load (the condition on its row, a constant for its columns once its
 column loop is unrolled): a 5x5 convolution with asymmetric padding read the 4 elements after
 each row into its last output column. loom splits the load itself; these compile such copies
-for AVX2 (`-mcpu=haswell`) and compare them with numpy, and check that no masked load wider
-than a register reaches LLVM.
+for AVX2 (`-mcpu=haswell -mattr=+avx2`) and compare them with numpy, and check that no masked
+load wider than a register reaches LLVM.
 """
 
 import re
@@ -25,7 +25,7 @@ import pytest
 import loom
 from loom import te
 
-AVX2 = "llvm -mcpu=haswell"  # 32-byte registers, whatever this machine's are
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2"  # 32-byte registers (loom reads widths from -mattr)
 
 needs_avx2 = pytest.mark.skipif(
     not llvm.get_host_cpu_features().get("avx2"),
