@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # the function code generator calls these
     from loom.codegen.llvm.function import FunctionCodegen
     from loom.target.target import Target
 
-_X86 = ("x86_64", "i386", "i486", "i586", "i686")
-
 
 def register_elements(target: Target, item_bytes: int) -> int:
     """Elements of `item_bytes` bytes in one vector register of `target`."""
@@ -39,7 +37,7 @@ def register_elements(target: Target, item_bytes: int) -> int:
 def applies(target: Target, span: int, item_bytes: int) -> bool:
     """Whether a masked load of `span` elements of `item_bytes` bytes is split into pieces on
     `target`: an x86 target, and more elements than a register holds."""
-    return target.triple.startswith(_X86) and span > register_elements(target, item_bytes)
+    return target.triple.startswith("x86_64") and span > register_elements(target, item_bytes)
 
 
 def masked_load(
