@@ -70,6 +70,30 @@ def test_strategy_packs_b_only_for_many_rows():
     assert "packedB" in {st.op.name for st in sch.stages}
 
 
+@pytest.mark.parametrize(
+    "target, packs_from",
+    [
+        ("llvm -mcpu=haswell -mattr=+avx2,+fma", 4 * cpu.NARROW_PACK_MIN_TILES),  # 4 x 16 tiles
+        ("llvm -mcpu=znver4 -mattr=+avx512f", cpu.PACK_MIN_ROWS),  # 64-float panels: 256 bytes
+    ],
+    ids=["avx2", "avx512"],
+)
+def test_panels_a_cache_line_wide_are_packed_for_fewer_rows(target, packs_from):
+    """AVX2's panels of 16 floats are a cache line per row of B: packed from four row tiles
+    of A (measured in strategies.NARROW_PANEL_BYTES), AVX-512's 64-float panels from
+    PACK_MIN_ROWS rows."""
+    pinned = loom.target.Target(target)
+    for m in (packs_from - 1, packs_from):
+        sch, _ = cpu.matmul(m, 1024, 1024, target=pinned)
+        assert ("packedB" in {st.op.name for st in sch.stages}) == (m == packs_from), m
+
+
+def test_a_narrow_packed_product_is_right():
+    sch, _ = cpu.matmul(16, 1024, 40, rows=4, cols=16)
+    assert "packedB" in {st.op.name for st in sch.stages}
+    run_strategy(16, 1024, 40, rows=4, cols=16)
+
+
 def test_strategy_packs_each_panel_in_the_parallel_loop():
     # enough panels for every thread: each panel is packed on the stack of the thread using it
     panels = cpu.MIN_PANEL_TASKS + 1

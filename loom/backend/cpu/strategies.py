@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from loom import te
+from loom.abi.dtype import dtype as as_dtype
 from loom.backend.cpu.dense_tiles import VectorUnit, choose_tile
 from loom.ir.expr import PrimExpr
 from loom.ops.nn import elementwise
@@ -29,6 +30,16 @@ PACK_MIN_ROWS = 256
 below, the copy costs more than the contiguous panels save. Measured on Zen 4, one thread
 (GFLOP/s packed vs not): 512^3 106 vs 99, 256x1024x1024 97 vs 87, but 128x512x512 104 vs
 109 and 64x1024x1024 82 vs 87; a matrix-vector product streams B once anyway."""
+
+NARROW_PANEL_BYTES = 64
+"""A panel of B whose rows are at most this many bytes (a cache line: AVX2's 16-float tile) is
+read a line per row of B, rows a row of B apart (4 KB for n = 1024, lines that share L1 sets),
+so packing it pays from NARROW_PACK_MIN_TILES row tiles of A on, not PACK_MIN_ROWS. Measured on
+Zen 3 (AVX2), one thread, time unpacked / packed: 16x1024x1024 1.65, 64x1024x1024 2.3,
+128x1024x1024 2.6, 64x512x512 1.3, 128x512x512 1.2, 196x576x96 1.07; 8x1024x1024 (two tiles)
+0.94."""
+
+NARROW_PACK_MIN_TILES = 4
 
 PANEL_STACK_BYTES = 512 << 10
 """The largest panel of B (k x cols) packed where it is used: a local buffer on the stack of
@@ -62,7 +73,8 @@ def matmul(
     """C = A @ B, a `rows` x `cols` tile of C at a time in vector registers (dense_tiles.py;
     None: chosen from `target`'s vector registers, None: this machine's).
 
-    - B is read in panels of `cols` columns. With `pack` (None: from PACK_MIN_ROWS rows of A on)
+    - B is read in panels of `cols` columns. With `pack` (None: from PACK_MIN_ROWS rows of A on,
+      from NARROW_PACK_MIN_TILES tiles for panels of a cache line's width)
       the kernel first copies B into contiguous panels, packedB[p, k, c] = B[k, p*cols + c]
       (zero past n); with `prepacked`, the kernel's B argument already is that array
       (`pack_weights(b, cols)`, shape (panels, k, cols)): constant weights packed once;
@@ -87,7 +99,9 @@ def matmul(
     k_unroll = k_unroll or tile.k_unroll
     lanes = tile.lanes if cols % tile.lanes == 0 else cols
     if pack is None:
-        pack = m >= PACK_MIN_ROWS and not prepacked
+        narrow = cols * as_dtype(dtype).itemsize <= NARROW_PANEL_BYTES
+        many = m >= PACK_MIN_ROWS or (narrow and m >= NARROW_PACK_MIN_TILES * rows)
+        pack = many and not prepacked
     if pack and prepacked:
         raise ValueError("matmul: pack and prepacked exclude each other (B is packed already)")
     panels = -(-n // cols)
