@@ -47,7 +47,9 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   better: resnet18's 3x3 convolutions at 14x14 and 7x7 (stride 1 and 2; 9-15 % faster),
   its 1x1/2 downsample to 7x7 and mobilenet_v2's pointwise ones at 7x7 (3-19 %);
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
-  vector registers for accumulators, whole vector registers along the row, the most output elements
+  vector registers for accumulators, and no more than the registers for the accumulators, the
+  loaded vectors a step holds for all of them and one more (`_Budget`: LLVM otherwise keeps
+  accumulators on the stack), whole vector registers along the row, the most output elements
   per cycle, then the fewest loads per multiply-add;
 - a model's constant weights (of filters up to pack_conv_weights.MAX_FILTER_BYTES) come in
   blocks of the tile's channels, [O / C, I, KH, KW, C] (pack_conv_weights.py asks
@@ -97,6 +99,10 @@ from loom.te.tensor import ComputeOp, ProducerLoad, Reduce
 ACCUMULATOR_SHARE = 3 / 4
 """A tile's accumulators take at most this share of the vector registers (32 with AVX-512, 16
 with AVX2 or SSE): the rest hold the input vectors and the broadcast weights."""
+
+SCRATCH_REGISTERS = 1
+"""Registers a tile's step needs besides its accumulators and the operands it holds across the
+step (`_Budget.fits`): the broadcast weight (or input) of the moment."""
 
 MAX_ROW_REGISTERS = 8
 """A tile is at most this many registers wide."""
@@ -245,9 +251,8 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     its computed lanes (`_flat_tile`) when that is FLAT_MIN_GAIN better, or the tile of
     channels in the lanes (`_channel_tile`) when that is CHANNEL_MIN_GAIN better than
     both; None: none fits."""
-    register = _vector_bytes(target)
     lanes = _lanes(window.reduction, target)
-    budget = int((32 if register >= 64 else 16) * ACCUMULATOR_SHARE)
+    budget = _Budget(_registers(target))
     halves = getattr(target, "cpu", None) in HALF_WIDTH_CORES
     found = _tile(window, lanes, budget, halves)
     flat = _flat_tile(window, lanes, budget, halves)
@@ -257,6 +262,33 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     if across is not None and (found is None or across[1] > found[1] * CHANNEL_MIN_GAIN):
         return across[0]
     return None if found is None else found[0]
+
+
+def _registers(target) -> int:
+    """The target's vector registers: 32 with AVX-512, 16 with AVX2 or SSE."""
+    return 32 if _vector_bytes(target) >= 64 else 16
+
+
+@dataclasses.dataclass(frozen=True)
+class _Budget:
+    """What a tile may hold in `registers` vector registers."""
+
+    registers: int
+
+    @property
+    def accumulators(self) -> int:
+        return int(self.registers * ACCUMULATOR_SHARE)
+
+    def fits(self, accumulators: int, held: int) -> bool:
+        """Whether a step of `accumulators` that holds `held` loaded vectors across its
+        multiply-adds (the tile's input vectors, each used by every channel; a channel tile's
+        weight vectors) stays in the registers. Measured on Zen 3 (16 registers): a tile of 3
+        channels x 4 input vectors (12 + 4 + 1 = 17) kept its accumulators on the stack, a
+        load and a store per multiply-add, at 53% of the peak."""
+        return (
+            accumulators <= self.accumulators
+            and accumulators + held + SCRATCH_REGISTERS <= self.registers
+        )
 
 
 def _copy_stack_bytes(target) -> int:
@@ -370,15 +402,15 @@ def _divisors(n: int, most: int) -> list[int]:
     return [d for d in range(1, min(n, most) + 1) if n % d == 0]
 
 
-def _channel_counts(window: _Window, budget: int) -> list[int]:
+def _channel_counts(window: _Window, budget: _Budget) -> list[int]:
     """The channels a tile may take: divisors of the channels that share their input; the
     weights' block alone when they come in blocks that fit (pack_conv_weights.py chose it as
     this cost model's best for this machine: on another target, a tile of the block's channels
     still reads the block without a division)."""
     block = window.block
-    if block is not None and block <= budget and window.shared % block == 0:
+    if block is not None and block <= budget.accumulators and window.shared % block == 0:
         return [block]
-    return _divisors(window.shared, budget)
+    return _divisors(window.shared, budget.accumulators)
 
 
 def _widths(columns: int, lanes: int) -> list[int]:
@@ -387,14 +419,14 @@ def _widths(columns: int, lanes: int) -> list[int]:
 
 
 def _tile(
-    window: _Window, lanes: int, budget: int, halves: bool = False
+    window: _Window, lanes: int, budget: _Budget, halves: bool = False
 ) -> tuple[_Tile, float] | None:
     """The tile with the most useful output elements per cycle, then the fewest loads per
-    multiply-add, at most `budget` accumulator registers, its vectors whole registers of
-    `lanes` or half ones (a 7-wide row is one vector of 8 lanes, not 16), the row widened to
-    whole vectors; None if the output is too narrow for vectors. With `halves` (a core that
-    runs a full register's operation as two halves), a half register's operations cost half.
-    With the tile, its useful output elements per cycle."""
+    multiply-add, that fits `budget`, its vectors whole registers of `lanes` or half ones (a
+    7-wide row is one vector of 8 lanes, not 16), the row widened to whole vectors; None if
+    the output is too narrow for vectors. With `halves` (a core that runs a full register's
+    operation as two halves), a half register's operations cost half. With the tile, its
+    useful output elements per cycle."""
     _, channels, rows, columns = (int(d) for d in window.reduction.op.shape)
     if columns < MIN_COLUMNS:
         return None
@@ -408,7 +440,10 @@ def _tile(
             for tc in _channel_counts(window, budget):
                 for tr in _divisors(rows, MAX_TILE_ROWS):
                     accumulators = tc * tr * registers
-                    if accumulators > budget:
+                    # held across a step: the input vectors its channels share, else (one
+                    # channel's own inputs, each used once) the broadcast weight
+                    held = tr * registers if window.shared > 1 else 1
+                    if not budget.fits(accumulators, held):
                         continue
                     loads = tr * registers + tc  # input vectors, broadcast weights
                     if window.shared == 1:
@@ -433,7 +468,7 @@ def _cycles(accumulators: int, loads: int, doubled: bool) -> int:
 
 
 def _channel_tile(
-    window: _Window, lanes: int, budget: int, halves: bool
+    window: _Window, lanes: int, budget: _Budget, halves: bool
 ) -> tuple[_ChannelTile, float] | None:
     """The best tile of conv_channels.py (one or two registers of channels x pixels of a row,
     or of rows, dividing the output), with its useful output elements per cycle; None unless
@@ -451,7 +486,7 @@ def _channel_tile(
             for width in _divisors(columns, MAX_CHANNEL_PIXELS):
                 pixels = tr * width
                 accumulators = pixels * registers
-                if accumulators > budget:
+                if not budget.fits(accumulators, registers):  # the weight vectors held
                     continue
                 loads = registers + pixels  # weight vectors, broadcast inputs
                 cycles = _cycles(accumulators, loads, halves)
@@ -462,7 +497,7 @@ def _channel_tile(
 
 
 def _flat_tile(
-    window: _Window, lanes: int, budget: int, halves: bool
+    window: _Window, lanes: int, budget: _Budget, halves: bool
 ) -> tuple[tuple[_Tile, Grid, int], float] | None:
     """The best tile of channels x vectors of the flattened grid (conv_flat.py), the grid,
     and its computed lanes (whole tiles); with its useful output elements per cycle. None
@@ -485,7 +520,7 @@ def _flat_tile(
             computed = -(-g.last // width) * width
             for tc in _channel_counts(window, budget):
                 accumulators = tc * registers
-                if accumulators > budget:
+                if not budget.fits(accumulators, registers):  # the input vectors held
                     continue
                 loads = registers + tc
                 cycles = _cycles(accumulators, loads, halves and vector == lanes)
