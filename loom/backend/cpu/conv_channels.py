@@ -17,16 +17,20 @@ LLVM keeps them in registers. The reduction's stage becomes the copy
 activation), which stores the tile once, its channels vectorized (a strided store: it runs
 once per output element, the tile 9 * I multiply-adds per element).
 
+`rows_first` then makes the tile read its data from a copy laid out [n, h, c, w]: its steps
+read consecutive rows instead of one plane after another.
+
 Stages are built as conv_flat.py does (`Schedule.replace_op`).
 """
 
 from __future__ import annotations
 
+from loom import te
 from loom.ir.expr import FloorDiv, FloorMod, IntImm, PrimExpr, Var
 from loom.ir.op import floordiv, floormod
 from loom.ir.visitor import Mutator, substitute
 from loom.te.schedule import Schedule, Stage
-from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce
+from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce, Tensor
 
 
 class _SplitChannel(Mutator):
@@ -89,4 +93,43 @@ def channels_last(s: Schedule, reduction: Stage, block: int) -> Stage:
     return lanes_stage
 
 
-__all__ = ["channels_last"]
+class _ReadRowsFirst(Mutator):
+    """Reads of `data[n, c, h, w]` become reads of `copy[n, h, c, w]`."""
+
+    def __init__(self, data: Tensor, copy: Tensor):
+        self.data, self.copy = data, copy
+
+    def visit_ProducerLoad(self, e: ProducerLoad) -> PrimExpr:
+        if e.tensor.op is not self.data.op:
+            return self.generic_mutate(e)
+        n, c, h, w = (self.visit(i) for i in e.indices)
+        return ProducerLoad(self.copy, (n, h, c, w))
+
+    def visit_Reduce(self, e: Reduce) -> PrimExpr:
+        return self.generic_mutate(e)
+
+
+def rows_first(s: Schedule, lanes: Stage, data: Tensor) -> Stage:
+    """Make `lanes` (channels_last's stage) read `data` [n, c, h, w] from a copy laid out
+    [n, h, c, w] (the stage of the copy, returned, placed before it, at the root).
+
+    A tile broadcasts, per reduction step (an input channel), a few elements of one input row
+    per pixel: read from `data`, each step reads another plane, H x W elements further, a new
+    cache line every step that comes from the L2 cache (mobilenet_v2's 1x1 convolutions at 7x7
+    read 960 planes of 196 bytes). From the copy, the steps read consecutive rows, W elements
+    apart: a 7-wide row's 28 bytes follow the last step's."""
+    n, c, h, w = data.shape
+    copy = te.compute(
+        (n, h, c, w), lambda i, y, k, x: data[i, k, y, x], name=f"{data.op.name}.rows"
+    )
+    op: ComputeOp = lanes.op
+    body: Reduce = op.body
+    read = _ReadRowsFirst(data, copy)
+    rule = Reduce(body.combiner, read.visit(body.source), body.axis, body.condition, body.init)
+    copy_stage = Stage(copy.op, s, is_output=False)
+    s.stages.insert(s.stages.index(lanes), copy_stage)
+    s.replace_op(lanes, op.with_body(rule))
+    return copy_stage
+
+
+__all__ = ["channels_last", "rows_first"]
