@@ -144,6 +144,10 @@ if cpu in cpus and all(f in feats for f in wanted):
     module.data_layout = str(tm.target_data)
     tm.emit_object(module)
     print("compiled", flush=True)
+    if triple.startswith("x86_64"):
+        asm = tm.emit_assembly(module)
+        widths = [w for reg, w in (("%zmm", 64), ("%ymm", 32), ("%xmm", 16)) if reg in asm]
+        print(json.dumps({"vector_bytes": widths[0] if widths else 16}), flush=True)
 """
 
 
@@ -151,6 +155,14 @@ if cpu in cpus and all(f in feats for f in wanted):
 def _llvm_probe(triple: str, cpu: str, features: str) -> tuple[list[str], list[str], str | None]:
     """(LLVM's CPU names for `triple`, its feature names, None if a module compiles for this
     CPU and these features, else what LLVM said when it stopped)."""
+    cpus, names, said, _ = _llvm_facts(triple, cpu, features)
+    return cpus, names, said
+
+
+@functools.cache
+def _llvm_facts(triple: str, cpu: str, features: str):
+    """_llvm_probe's answer and, for an x86-64 CPU that compiles, the widest vector register
+    LLVM gives `<16 x float>` there (64: zmm, 32: ymm, 16: xmm), else None."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", _PROBE_SCRIPT, triple, cpu, features, _PROBE_IR],
@@ -169,6 +181,10 @@ def _llvm_probe(triple: str, cpu: str, features: str) -> tuple[list[str], list[s
         raise LoomError(
             f"could not ask LLVM about target {triple}: {done.stderr.strip()[-600:]}"
         ) from None
+    width = None
+    for line in lines[1:]:
+        if line.startswith("{"):
+            width = json.loads(line).get("vector_bytes")
     said = None
     if "compiled" not in lines[1:]:
         messages = [
@@ -177,7 +193,7 @@ def _llvm_probe(triple: str, cpu: str, features: str) -> tuple[list[str], list[s
             if line.strip() and not line.startswith(("Available", "  ", "Use +", "For example"))
         ]
         said = "\n".join(messages[-4:]) or f"exit status {done.returncode}"
-    return names["cpus"], names["features"], said
+    return names["cpus"], names["features"], said, width
 
 
 def _closest(name: str, names: list[str]) -> str:
@@ -237,6 +253,17 @@ def check_llvm_target(triple: str, cpu: str, features: str) -> None:
         raise LoomError(
             f"LLVM cannot generate code for {triple} -mcpu={cpu} -mattr={features}: {said}"
         )
+
+
+def _cpu_vector_bytes(triple: str, cpu: str, features: str) -> int | None:
+    """The widest vector register LLVM uses for `cpu` (x86-64, not the host, a named CPU), as
+    its probe found it: `-mcpu=znver4` alone enables AVX-512 without any `-mattr`; None
+    otherwise."""
+    if not triple.startswith("x86_64") or cpu in ("", "generic"):
+        return None
+    if (triple, cpu, features) == _host():
+        return None
+    return _llvm_facts(triple, cpu, features)[3]
 
 
 def _vector_bytes(triple: str, features: str) -> int:
@@ -381,7 +408,10 @@ class Target:
     def vector_bytes(self) -> int:
         """Bytes in the widest vector register."""
         own = self.backend.vector_bytes(self)
-        return own if own is not None else _vector_bytes(self.triple, self.features)
+        if own is not None:
+            return own
+        named = _cpu_vector_bytes(self.triple, self.cpu, self.features)
+        return named if named is not None else _vector_bytes(self.triple, self.features)
 
     @property
     def alignment(self) -> int:

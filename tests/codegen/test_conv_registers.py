@@ -21,7 +21,7 @@ import pytest
 import loom
 from tests.graph.test_conv_schedules import CONVS, conv_model
 
-AVX2 = "llvm -mcpu=haswell -mattr=+avx2"  # 16 registers of 8 floats (loom reads -mattr)
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2"  # 16 registers of 8 floats
 
 MODEL_LAYERS = {
     "mobilenet_v2 1x1 144->24 56x56": ((1, 144, 56, 56), (24, 144, 1, 1), {}, True, None),

@@ -165,6 +165,26 @@ def test_the_generic_cpu_needs_no_check_on_any_supported_architecture(arch):
     assert "generic" in cpus and features and said is None
 
 
+@pytest.mark.parametrize(
+    "spec, width",
+    [
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4", 64),  # AVX-512 without -mattr
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512", 64),
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3", 32),
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell", 32),
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=x86-64", 16),  # SSE2 only
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4 -mattr=-avx512f", 32),
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=generic -mattr=+avx2", 32),  # named features
+        ("llvm -mtriple=x86_64-linux-gnu -mcpu=generic", 16),
+    ],
+)
+def test_a_named_x86_cpu_gives_its_vector_width(spec, width):
+    """An x86 CPU's vector width is LLVM's for that CPU and features (the probe compiles a
+    16-float addition for it and reads the registers), not only what -mattr names: schedules
+    tile for it (conv_schedules, group_schedules, the matmul strategies)."""
+    assert Target(spec).vector_bytes == width
+
+
 def _lanes(mod) -> list[int]:
     found = []
     for f in mod:
@@ -198,7 +218,7 @@ def test_17x16_int8_select_is_split_to_the_vector_width_and_matches_numpy():
 
 @pytest.mark.parametrize("n", [33, 64, 100, 1000])
 def test_a_long_vector_loop_runs_in_chunks_of_the_target_width(n):
-    # 32-byte vectors (-mcpu alone gives no features, so no wider vectors): 32 float32 lanes
+    # 32-byte vectors: 32 float32 lanes
     target = Target("llvm -mcpu=haswell -mattr=+avx2")
     width = 32
     s, args = _kernel(n)

@@ -25,7 +25,7 @@ import pytest
 import loom
 from loom import te
 
-AVX2 = "llvm -mcpu=haswell -mattr=+avx2"  # 32-byte registers (loom reads widths from -mattr)
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2"  # 32-byte registers
 
 needs_avx2 = pytest.mark.skipif(
     not llvm.get_host_cpu_features().get("avx2"),

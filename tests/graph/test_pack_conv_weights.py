@@ -232,25 +232,25 @@ def test_compiled_results_and_contiguous_weight_loads(x_shape, w_shape, attrs):
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs, packed_for",
     [
-        # each block within haswell's 12 accumulator registers (a larger one is read through
+        # each block within x86-64's 12 accumulator registers (a larger one is read through
         # a division: test_a_block_unlike_the_tile_divides)
-        (*CASES[0], ZEN4),  # blocks of 4 channels; haswell's own tile 2
-        (*CASES[1], ZEN5),  # 8 (haswell takes them in its lanes); its own 2
-        (*CASES[-1], ZEN3),  # 8, in the lanes (haswell takes them as rows); its own 4
+        (*CASES[0], ZEN4),  # blocks of 4 channels; x86-64's own tile 2
+        (*CASES[1], ZEN5),  # 8 (x86-64 takes them in its lanes); its own 2
+        (*CASES[-1], ZEN3),  # 8, in the lanes (x86-64 takes them as rows); its own 4
     ],
     ids=["56x56, Zen 4", "28x28, Zen 5", "14x14 stride 2, AVX2"],
 )
 def test_another_cpus_tile_takes_the_block(x_shape, w_shape, attrs, packed_for):
     """Weights packed for one CPU's tiles (`packed_for`), then compiled for a target whose own
-    tile would have other channels (haswell without -mattr: 16-byte vectors): its pass keeps
+    tile would have other channels (x86-64: SSE2's 16-byte vectors): its pass keeps
     the block and its tiles take the block's channels, reading the weights without a division
     too.
 
     Both CPUs are pinned, so that the tiles differ on any machine: the block packed for this
-    machine's CPU can be haswell's own (AVX2 machines: 2 channels for the first case), and
+    machine's CPU can be the target's own, and
     compiled for the target without packing first, the target's pass packs for its own tile
     (Backend.graph_passes(target)), which then has nothing else to take."""
-    target = Target("llvm -mcpu=haswell")
+    target = Target("llvm -mcpu=x86-64")
     graph = conv_graph(x_shape, floats(*w_shape), **attrs)
     block = conv_channel_tile(graph.nodes[0], graph, packed_for)
     assert block != conv_channel_tile(graph.nodes[0], graph, target)
