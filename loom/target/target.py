@@ -151,7 +151,6 @@ if cpu in cpus and all(f in feats for f in wanted):
 """
 
 
-@functools.cache
 def _llvm_probe(triple: str, cpu: str, features: str) -> tuple[list[str], list[str], str | None]:
     """(LLVM's CPU names for `triple`, its feature names, None if a module compiles for this
     CPU and these features, else what LLVM said when it stopped)."""
@@ -263,7 +262,8 @@ def _cpu_vector_bytes(triple: str, cpu: str, features: str) -> int | None:
         return None
     if (triple, cpu, features) == _host():
         return None
-    return _llvm_facts(triple, cpu, features)[3]
+    entries = [f.strip() for f in features.split(",") if f.strip()]
+    return _llvm_facts(triple, cpu, ",".join(entries))[3]  # check_llvm_target's probe
 
 
 def _vector_bytes(triple: str, features: str) -> int:
