@@ -385,6 +385,8 @@ class _Evaluator:
         self.scalar(e.args[0])  # a hint: no effect but the check of its address
         return (0,)
 
+    intrinsic_prefetch_write = intrinsic_prefetch
+
     def intrinsic_address_of(self, e: Call, need: Lanes) -> Lanes:
         load = e.args[0]
         if load.dtype.is_vector:

@@ -57,7 +57,7 @@ def _prefetch(call) -> None:
     arg = call.args[0]
     if not arg.dtype.is_handle or arg.dtype.is_vector or call.dtype != INT32:
         raise TypeError(
-            f"prefetch takes one address (a scalar handle, e.g. address_of(B[i, j])) and "
+            f"{call.op} takes one address (a scalar handle, e.g. address_of(B[i, j])) and "
             f"returns int32 (used as a statement, Evaluate), got ({arg.dtype}) -> {call.dtype}"
         )
 
@@ -125,6 +125,14 @@ register(
     "int32 0, as a statement (Evaluate). No effect on results: the interpreter checks the "
     "address and does nothing; the code generators emit it where written (a call of its own "
     "each time), and the LLVM one keeps reusing the loads before it",
+)
+register(
+    "prefetch_write",
+    1,
+    _prefetch,
+    "prefetch for writing: a hint to fetch the cache line at an address into every level of "
+    "the data cache, owned for a store (LLVM's llvm.prefetch write, locality 3; C's "
+    "__builtin_prefetch(p, 1, 3)); otherwise as prefetch",
 )
 register(
     "require",

@@ -865,6 +865,8 @@ class _Codegen:
         # a hint: no effect but the check of its address
         return [f"({self.scalar(e.args[0])}, 0)[1]"]
 
+    i_prefetch_write = i_prefetch
+
     def i_address_of(self, e: Call) -> list[str]:
         load = e.args[0]
         if load.dtype.is_vector:

@@ -114,3 +114,44 @@ def test_a_prefetch_is_emitted_where_written_and_keeps_loads_reused():
     x, y = np.arange(4, dtype="float32"), np.zeros(4, "float32")
     loom.build(IRModule((func,)), target="llvm")(x, y)
     np.testing.assert_array_equal(y[:2], [2.0, 3.0])
+
+
+def doubling_with_write_prefetch() -> PrimFunc:
+    """B[i] = A[i] * 2, prefetching B[i + 16] (clamped) for writing at each step."""
+    A, B = decl_buffer((N,), "float32", "A"), decl_buffer((N,), "float32", "B")
+    i = Var("i")
+    address = op.call_intrin("handle", "address_of", B[op.min_(i + 16, N - 1)])
+    body = seq(
+        Evaluate(op.call_intrin("int32", "prefetch_write", address)), B.store(A[i] * 2.0, [i])
+    )
+    return PrimFunc("doubling", (A, B), For(i, op.const(0), op.const(N), ForKind.SERIAL, body))
+
+
+def test_prefetch_write_takes_one_address():
+    A = decl_buffer((N,), "float32", "A")
+    with pytest.raises(TypeError, match="prefetch_write takes one address"):
+        op.call_intrin("int32", "prefetch_write", A[0])
+
+
+@pytest.mark.parametrize("mode", ["compiled", "tree"])
+def test_prefetch_write_is_a_no_op_in_the_interpreter(mode):
+    a = np.arange(N, dtype=np.float32)
+    b = np.zeros(N, np.float32)
+    interpret(doubling_with_write_prefetch(), a, b, mode=mode)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+@pytest.mark.parametrize(
+    "target, pattern",
+    [
+        ("llvm", r"call void @\"?llvm\.prefetch\.p0\"?\(ptr .*, i32 1, i32 3, i32 1\)"),
+        ("c", r"__builtin_prefetch\(.*, 1, 3\);"),
+    ],
+)
+def test_prefetch_write_is_a_write_prefetch(target, pattern):
+    mod = loom.build(doubling_with_write_prefetch(), target=target, name="doubling")
+    assert re.search(pattern, mod.get_source("ll" if target == "llvm" else "c"))
+    a = np.arange(N, dtype=np.float32)
+    b = np.zeros(N, np.float32)
+    mod["doubling"](a, b)
+    np.testing.assert_array_equal(b, a * 2)

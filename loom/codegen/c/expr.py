@@ -412,10 +412,14 @@ class ExprCodegen(abc.ABC):
         return CExpr(f"({self.expr(e.args[0]).text} == NULL)")
 
     def call_prefetch(self, e: E.Call) -> CExpr:
-        """`__builtin_prefetch(p, 0, 3)` (read, every cache level), a statement where written."""
+        """`__builtin_prefetch(p, 0, 3)` (read, every cache level), a statement where written;
+        prefetch_write's second argument is 1 (write)."""
         (address,) = self.operands(e.args)
-        self.emit(f"__builtin_prefetch({address.text}, 0, 3);")
+        write = int(e.op == "prefetch_write")
+        self.emit(f"__builtin_prefetch({address.text}, {write}, 3);")
         return CExpr(int_literal(0, e.dtype), True)
+
+    call_prefetch_write = call_prefetch
 
     def call_address_of(self, e: E.Call) -> CExpr:
         load = e.args[0]

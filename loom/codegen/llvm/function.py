@@ -62,11 +62,12 @@ _NOT_REUSED = frozenset({E.Call, E.Let})
 """Expressions whose value is computed again at each occurrence: a call may have effects (or
 branch), a let binds a variable. (A load is reused until a store may change what it read.)"""
 _LEAVES = frozenset({Var, E.IntImm, E.FloatImm})
-_WRITES_NO_MEMORY = frozenset({"prefetch", "address_of"})
-"""Calls after which every load stays valid: a prefetch (emitted where written, as every call)
-and the address it takes."""
-_PREFETCH_READ, _PREFETCH_LOCALITY, _PREFETCH_DATA = 0, 3, 1
-"""llvm.prefetch's arguments: for reading, kept in every cache level, the data cache."""
+_WRITES_NO_MEMORY = frozenset({"prefetch", "prefetch_write", "address_of"})
+"""Calls after which every load stays valid: a prefetch (emitted where written, as every call;
+a write prefetch changes no value either) and the address it takes."""
+_PREFETCH_LOCALITY, _PREFETCH_DATA = 3, 1
+"""llvm.prefetch's arguments after read (0) or write (1): kept in every cache level, the data
+cache."""
 
 
 _ARITH_OPS: dict[tuple[type, DataType], str] = {}
@@ -763,13 +764,14 @@ class FunctionCodegen:
         return ptr
 
     def call_prefetch(self, e: E.Call) -> ir.Value:
-        """`llvm.prefetch.p0(ptr, read, locality 3, data)`: a call, so LLVM keeps it where it
-        is (x86: prefetcht0; Hexagon: dcfetch)."""
-        flags = [
-            self.constant(I32, v) for v in (_PREFETCH_READ, _PREFETCH_LOCALITY, _PREFETCH_DATA)
-        ]
+        """`llvm.prefetch.p0(ptr, read, locality 3, data)`, write for prefetch_write: a call,
+        so LLVM keeps it where it is (x86: prefetcht0 and prefetchw; Hexagon: dcfetch)."""
+        write = int(e.op == "prefetch_write")
+        flags = [self.constant(I32, v) for v in (write, _PREFETCH_LOCALITY, _PREFETCH_DATA)]
         self.intrinsic("llvm.prefetch", ir.VoidType(), [self.expr(e.args[0]), *flags], [PTR])
         return self.constant(I32, 0)
+
+    call_prefetch_write = call_prefetch
 
     def call_global_address(self, e: E.Call) -> ir.Value:
         return self.mcg.global_array(e.args[0].value)
