@@ -113,7 +113,7 @@ def _prefetches(a: For, local: BufferStore, b: For) -> list[Stmt] | None:
                 "int32", "prefetch_write", op.call_intrin("handle", "address_of", out.buffer[at])
             )
         )
-        for at in (start + k for k in range(0, max(1, lanes), per_line))
+        for at in (start + k for k in range(0, lanes, per_line))
     ]
 
 
@@ -134,6 +134,8 @@ class _PrefetchOutput(Mutator):
                         a.annotations,
                     )
                     break
+        if all(new is st for new, st in zip(seq, s.seq)):
+            return s  # unchanged: every other function of the module is left as it was
         return SeqStmt(seq)
 
 
