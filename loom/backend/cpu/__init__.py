@@ -20,6 +20,7 @@ from loom.codegen.c import compile_c
 from loom.codegen.llvm import build_llvm, fast_math
 from loom.runtime.host_runtime import HOST_RUNTIME
 from loom.transform.cpu_prefetch_output import cpu_prefetch_output
+from loom.transform.cpu_prefetch_tile_output import cpu_prefetch_tile_output
 from loom.transform.cpu_prefetch_weights import cpu_prefetch_weights
 
 _LIBRARIES = [HOST_RUNTIME, abi.LIBM, abi.LIBC, abi.COMPILER_RUNTIME]
@@ -46,9 +47,14 @@ class LLVMBackend(Backend):
 
     def passes(self):
         """Software prefetch of the weights the hardware prefetcher does not follow
-        (loom/transform/cpu_prefetch_weights.py) and of a row group's output row
-        (cpu_prefetch_output.py)."""
-        return [("flatten", cpu_prefetch_weights), ("flatten", cpu_prefetch_output)]
+        (loom/transform/cpu_prefetch_weights.py), of a row group's output row
+        (cpu_prefetch_output.py) and of a register tile's output a tile ahead
+        (cpu_prefetch_tile_output.py)."""
+        return [
+            ("flatten", cpu_prefetch_weights),
+            ("flatten", cpu_prefetch_output),
+            ("flatten", cpu_prefetch_tile_output),
+        ]
 
     def graph_passes(self, target):
         """Constant convolution weights in blocks of their register tile's output channels for
