@@ -402,6 +402,20 @@ def test_every_cpu_computes_these_on_a_flat_grid(case, cpu):
     assert not any(name.endswith(".lanes") for name in stages), stages
 
 
+def test_a_long_reduction_takes_the_flat_grid_for_more_accumulators():
+    """Rows of 56 = 7 vectors of 8 allow no AVX2 tile of rows beyond 8 accumulators, too few
+    for a long reduction (conv_schedules.LONG_REDUCTION_STEPS): resnet18's 3x3 convolution of
+    64 channels (576 steps) takes the flat grid's tile of 12; of 16 input channels (144
+    steps), it keeps its rows."""
+    x_shape, w_shape, attrs, _, _ = CONVS["resnet 3x3"]
+    assert 64 * 9 >= conv_schedules.LONG_REDUCTION_STEPS > 16 * 9
+    long = conv_schedule(x_shape, w_shape, attrs, CPUS["avx2"])
+    assert long.get("conv.sum.flat"), long
+    short = conv_schedule((1, 16, 56, 56), (64, 16, 3, 3), attrs, CPUS["avx2"])
+    assert "conv.sum.flat" not in short, short
+    assert not any(name.endswith(".lanes") for name in short), short
+
+
 @pytest.mark.parametrize("case", FLAT_GRIDS)
 def test_rows_narrower_than_whole_vectors_are_computed_on_a_flat_grid(case):
     """28 = 3.5 vectors of 8: the accumulators are the flat grid's (`conv.sum.flat`), fed by

@@ -38,7 +38,9 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   vector; a convolution of shared input is then computed on a flattened grid instead, its
   rows laid end to end (conv_flat.py), when the cost model (`_flat_tile`) finds that
   FLAT_MIN_GAIN better: resnet18's 3x3 convolutions at 28x28 (stride 1 and 2) and 14x14,
-  mobilenet_v2's pointwise ones at 14x14;
+  mobilenet_v2's pointwise ones at 14x14, and at 56x56 resnet18's 3x3 convolution of 64
+  channels, whose rows of 7 vectors allow no tile of rows beyond 8 accumulators, too few for
+  its long reduction (LONG_REDUCTION_STEPS);
 - outputs 14 or 7 wide waste a vector's lanes either way (16 computed for 14, 8 for 7); a
   dense convolution then puts its output channels in the lanes instead (conv_channels.py,
   onnxruntime's NCHWc kernels): a tile of one or two registers of channels x pixels of a
@@ -118,6 +120,18 @@ the cost of 3.5 registers (measured: 4% faster than the row widened to 4 full re
 
 FMA_CHAINS = 8
 """Independent multiply-adds in flight that keep the FMA units busy (latency 4, two units)."""
+
+LONG_REDUCTION_STEPS = 256
+"""A tile of rows or of the flat grid whose reduction takes at least this many steps needs
+FMA_CHAINS + 1 accumulators to keep the FMA units busy (`_chains`). Measured on Zen 3, one
+thread, resnet18's 3x3 convolution of 64 channels at 56x56 (576 steps): its row tile of
+exactly FMA_CHAINS accumulators (2 channels x 4 rows; LLVM keeps the input vectors its rows
+share in the kernel's window and spills some of them) ran at 81% of the FMA peak, 2.88 ms,
+the flat grid's tile of 12 at 85%, 2.75 ms (onnxruntime 2.74). Shorter reductions (the fixed
+costs of each tile count more: the flat grid's extra pass over its buffer) and channel tiles
+(conv_channels.py: a broadcast per pixel, nothing shared between rows) keep FMA_CHAINS:
+measured, the slack there chose flat grids 5-28% slower (mobilenet_v2's first convolution,
+resnet18's 3x3 convolutions at 14x14, 1x1 convolutions at 14x14 and 112x112)."""
 
 MIN_PARALLEL_ITERATIONS = 8
 """Below this many channel tiles, a depthwise kernel's parallel loop, or one with its channels
@@ -445,6 +459,13 @@ def _widths(columns: int, lanes: int) -> list[int]:
     return [count * lanes for count in _divisors(columns // lanes, MAX_ROW_REGISTERS)]
 
 
+def _chains(window: _Window) -> int:
+    """The accumulators a tile of rows or of the flat grid needs to keep the FMA units busy
+    (LONG_REDUCTION_STEPS)."""
+    long = _steps(window.reduction.op) >= LONG_REDUCTION_STEPS
+    return FMA_CHAINS + 1 if long else FMA_CHAINS
+
+
 def _tile(
     window: _Window, lanes: int, budget: _Budget, halves: bool = False
 ) -> tuple[_Tile, float] | None:
@@ -457,6 +478,7 @@ def _tile(
     _, channels, rows, columns = (int(d) for d in window.reduction.op.shape)
     if columns < MIN_COLUMNS:
         return None
+    chains = _chains(window)
     best, best_score = None, None
     for vector in (lanes, lanes // 2):
         if vector < MIN_COLUMNS:
@@ -476,8 +498,8 @@ def _tile(
                     if window.shared == 1:
                         loads = accumulators + tc
                     # cycles of a step: two multiply-adds and two loads a cycle, and an
-                    # accumulator's multiply-adds wait for each other (FMA_CHAINS in flight)
-                    cycles = _cycles(accumulators, loads, halves and vector == lanes)
+                    # accumulator's multiply-adds wait for each other (`chains` in flight)
+                    cycles = _cycles(accumulators, loads, halves and vector == lanes, chains)
                     useful = tc * tr * width * columns / wide
                     # ties: the fewest wasted lanes (half registers cost half on some cores),
                     # then the widest rows (measured: the input streams along them)
@@ -487,11 +509,11 @@ def _tile(
     return None if best is None else (best, best_score[0])
 
 
-def _cycles(accumulators: int, loads: int, doubled: bool) -> int:
+def _cycles(accumulators: int, loads: int, doubled: bool, chains: int = FMA_CHAINS) -> int:
     """Cycles of a reduction step: two multiply-adds and two loads a cycle, and an
-    accumulator's multiply-adds wait for each other (FMA_CHAINS in flight); twice as many on a
+    accumulator's multiply-adds wait for each other (`chains` in flight); twice as many on a
     core that runs the registers' operations as two halves."""
-    return max(accumulators, loads, FMA_CHAINS) * (2 if doubled else 1)
+    return max(accumulators, loads, chains) * (2 if doubled else 1)
 
 
 def _channel_tile(
@@ -538,6 +560,7 @@ def _flat_tile(
     g = grid(red, data)
     if g is None or (g.steps != (1, 1) and all(isinstance(o, IntImm) for o in g.offsets)):
         return None  # a strided 1x1 convolution: rows of its subsampled data are faster
+    chains = _chains(window)
     best, best_score = None, None
     for vector in (lanes, lanes // 2):
         if vector < MIN_COLUMNS:
@@ -550,7 +573,7 @@ def _flat_tile(
                 if not budget.fits(accumulators, registers):  # the input vectors held
                     continue
                 loads = registers + tc
-                cycles = _cycles(accumulators, loads, halves and vector == lanes)
+                cycles = _cycles(accumulators, loads, halves and vector == lanes, chains)
                 useful = tc * width * g.outputs / computed
                 score = (useful / cycles, -computed, -loads / accumulators, width)
                 if best_score is None or score > best_score:
