@@ -40,7 +40,8 @@ from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, LetStmt, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
-from loom.ir.visitor import Mutator, free_vars, post_order_visit, substitute
+from loom.ir.visitor import Mutator, free_vars, substitute
+from loom.transform.cpu_prefetch_weights import writes_local_only
 from loom.transform.pass_infra import Pass, register_pass
 
 MIN_BUFFER_BYTES = 512 * 1024
@@ -64,19 +65,9 @@ MAX_PREFETCHES = 64
 """An epilogue that would take more prefetches than this is left alone."""
 
 
-def _store_scopes(stmt: Stmt) -> set[str]:
-    scopes: set[str] = set()
-    post_order_visit(
-        stmt, lambda n: scopes.add(n.buffer.scope) if isinstance(n, BufferStore) else None
-    )
-    return scopes
-
-
 def _is_reduction(stmt: Stmt) -> bool:
     """A serial loop whose stores all go to local buffers (a tile's accumulators)."""
-    return (
-        isinstance(stmt, For) and stmt.kind == ForKind.SERIAL and _store_scopes(stmt) == {"local"}
-    )
+    return isinstance(stmt, For) and stmt.kind == ForKind.SERIAL and writes_local_only(stmt)
 
 
 def _updates(stmt: Stmt) -> int | None:

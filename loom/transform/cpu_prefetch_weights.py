@@ -94,7 +94,7 @@ def _from_zero(loop: For) -> bool:
     return isinstance(loop.min, IntImm) and loop.min.value == 0
 
 
-def _writes_local_only(stmt: Stmt) -> bool:
+def writes_local_only(stmt: Stmt) -> bool:
     """Whether every store in `stmt` is to a local buffer (a tile's accumulators)."""
     scopes = set()
     post_order_visit(
@@ -118,7 +118,7 @@ class _Prefetch(Mutator):
                 return self.generic_mutate(loop)
             finally:
                 self.around.pop()
-        if not _writes_local_only(loop.body):
+        if not writes_local_only(loop.body):
             return loop
         loads: list[BufferLoad] = []
         post_order_visit(
