@@ -130,8 +130,9 @@ share in the kernel's window and spills some of them) ran at 81% of the FMA peak
 the flat grid's tile of 12 at 85%, 2.75 ms (onnxruntime 2.74). Shorter reductions (the fixed
 costs of each tile count more: the flat grid's extra pass over its buffer) and channel tiles
 (conv_channels.py: a broadcast per pixel, nothing shared between rows) keep FMA_CHAINS:
-measured, the slack there chose flat grids 5-28% slower (mobilenet_v2's first convolution,
-resnet18's 3x3 convolutions at 14x14, 1x1 convolutions at 14x14 and 112x112)."""
+measured, the slack there chose flat grids 4-28% slower (mobilenet_v2's first convolution,
+resnet18's 3x3 convolutions at 14x14, 1x1 convolutions at 14x14 and 112x112), and tiles 2-5%
+faster only for magika's 5x1 convolution and mobilenet_v2's 1x1 960 -> 160 at 7x7."""
 
 MIN_PARALLEL_ITERATIONS = 8
 """Below this many channel tiles, a depthwise kernel's parallel loop, or one with its channels
