@@ -23,13 +23,13 @@ vector) at their first iteration. Prefetching changes no result.
 
 from __future__ import annotations
 
-from loom.ir import op
 from loom.ir.expr import BufferLoad, IntImm, PrimExpr, Ramp
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
-from loom.ir.stmt import BufferStore, Evaluate, For, ForKind, SeqStmt, Stmt
+from loom.ir.stmt import BufferStore, For, ForKind, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import Mutator, post_order_visit, substitute
+from loom.transform.cpu_prefetch_weights import prefetch
 from loom.transform.pass_infra import Pass, register_pass
 
 LINE_BYTES = 64
@@ -107,14 +107,7 @@ def _prefetches(a: For, local: BufferStore, b: For) -> list[Stmt] | None:
         start = start.base
     itemsize = max(1, out.buffer.dtype.bits // 8)
     per_line = max(1, LINE_BYTES // itemsize)
-    return [
-        Evaluate(
-            op.call_intrin(
-                "int32", "prefetch_write", op.call_intrin("handle", "address_of", out.buffer[at])
-            )
-        )
-        for at in (start + k for k in range(0, lanes, per_line))
-    ]
+    return [prefetch(out.buffer, start + k, write=True) for k in range(0, lanes, per_line)]
 
 
 class _PrefetchOutput(Mutator):

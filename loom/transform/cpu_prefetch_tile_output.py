@@ -31,17 +31,15 @@ result.
 
 from __future__ import annotations
 
-import math
-
 from loom.ir import op
 from loom.ir.buffer import Buffer
 from loom.ir.expr import IntImm, PrimExpr, Ramp, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
-from loom.ir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, LetStmt, SeqStmt, Stmt
+from loom.ir.stmt import Allocate, BufferStore, For, ForKind, LetStmt, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import Mutator, free_vars, substitute
-from loom.transform.cpu_prefetch_weights import writes_local_only
+from loom.transform.cpu_prefetch_weights import elements, prefetch, writes_local_only
 from loom.transform.pass_infra import Pass, register_pass
 
 MIN_BUFFER_BYTES = 512 * 1024
@@ -102,20 +100,14 @@ def _with_sequence(body: Stmt, seq: SeqStmt) -> Stmt:
     return seq
 
 
-def _elements(buffer: Buffer) -> int | None:
-    if not all(isinstance(d, IntImm) for d in buffer.shape):
-        return None
-    return math.prod(d.value for d in buffer.shape)
-
-
 def _wanted(store: BufferStore, var: Var) -> bool:
     """Whether the epilogue's `store` is one to prefetch (module docstring)."""
-    elements = _elements(store.buffer)
+    count = elements(store.buffer)
     return (
         store.buffer.scope != "local"
         and len(store.indices) == 1
-        and elements is not None
-        and elements * max(1, store.buffer.dtype.bits // 8) >= MIN_BUFFER_BYTES
+        and count is not None
+        and count * max(1, store.buffer.dtype.bits // 8) >= MIN_BUFFER_BYTES
         and var in free_vars(store.indices[0])
     )
 
@@ -170,9 +162,8 @@ def _prefetches(loop: For, epilogue: list[Stmt]) -> list[Stmt]:
     prefetches: list[Stmt] = []
     for buffer, start in chosen:
         at = substitute(start, {var: following})
-        at = simplify(op.max_(op.min_(at, _elements(buffer) - 1), 0))
-        address = op.call_intrin("handle", "address_of", buffer[at])
-        prefetches.append(Evaluate(op.call_intrin("int32", "prefetch_write", address)))
+        at = simplify(op.max_(op.min_(at, elements(buffer) - 1), 0))
+        prefetches.append(prefetch(buffer, at, write=True))
     return prefetches
 
 

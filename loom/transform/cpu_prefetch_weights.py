@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 
 from loom.ir import op
+from loom.ir.buffer import Buffer
 from loom.ir.expr import BufferLoad, Call, CallKind, IntImm, PrimExpr, Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.ir.simplify import simplify
@@ -76,10 +77,18 @@ def _step(index: PrimExpr, var: Var) -> int | None:
     return one.value if isinstance(one, IntImm) else None
 
 
-def _elements(load: BufferLoad) -> int | None:
-    if not all(isinstance(d, IntImm) for d in load.buffer.shape):
+def elements(buffer: Buffer) -> int | None:
+    """The elements of `buffer`, or None if its shape is not constant."""
+    if not all(isinstance(d, IntImm) for d in buffer.shape):
         return None
-    return math.prod(d.value for d in load.buffer.shape)
+    return math.prod(d.value for d in buffer.shape)
+
+
+def prefetch(buffer: Buffer, index: PrimExpr, write: bool = False) -> Stmt:
+    """A software prefetch of `buffer[index]`'s cache line, for reading or for writing (the
+    intrinsics `prefetch` and `prefetch_write`)."""
+    address = op.call_intrin("handle", "address_of", buffer[index])
+    return Evaluate(op.call_intrin("int32", "prefetch_write" if write else "prefetch", address))
 
 
 def _has_serial_loop(stmt: Stmt) -> bool:
@@ -144,11 +153,11 @@ class _Prefetch(Mutator):
         return loop.replace(body=SeqStmt((*prefetches, loop.body)))
 
     def _prefetch(self, load: BufferLoad, loop: For, inner: dict) -> Stmt | None:
-        elements = _elements(load)
-        if len(load.indices) != 1 or load.indices[0].dtype.lanes != 1 or elements is None:
+        count = elements(load.buffer)
+        if len(load.indices) != 1 or load.indices[0].dtype.lanes != 1 or count is None:
             return None
         itemsize = load.buffer.dtype.bits // 8
-        if elements * itemsize < MIN_BUFFER_BYTES:
+        if count * itemsize < MIN_BUFFER_BYTES:
             return None
         first = {v: m for v, m in inner.items() if v in free_vars(load.indices[0])}
         index = substitute(load.indices[0], first)
@@ -162,9 +171,7 @@ class _Prefetch(Mutator):
             ahead = self._next_block(index, loop, step, itemsize)
             if ahead is None:
                 return None
-        ahead = op.max_(op.min_(simplify(ahead), elements - 1), 0)
-        address = op.call_intrin("handle", "address_of", load.buffer[ahead])
-        return Evaluate(op.call_intrin("int32", "prefetch", address))
+        return prefetch(load.buffer, op.max_(op.min_(simplify(ahead), count - 1), 0))
 
     def _next_block(self, index: PrimExpr, loop: For, step: int, itemsize: int) -> PrimExpr | None:
         """The element of the next block that iteration (tile loops, reduction loop) of the
