@@ -9,9 +9,10 @@ import pytest
 import loom
 from loom import te
 from loom.backend.cpu import conv_schedules
-from loom.backend.cpu.pack_conv_weights import HostCPU
+from loom.backend.cpu.pack_conv_weights import HostCPU, pack_conv_weights
 from loom.graph.ir import Graph, Node, TensorType
 from loom.graph.ops import OPERATORS
+from loom.graph.ops.nn import WEIGHT_BLOCK
 from loom.graph.passes.infer_types import infer_types
 from loom.ir.expr import BufferLoad, Ramp
 from loom.ir.stmt import BufferStore, For, ForKind
@@ -188,6 +189,8 @@ CONVS = {
         True,
         "Clip",
     ),
+    # a long reduction at 14x14: on AVX2, 8 channels x the whole row (conv_schedules._row_stream)
+    "1x1 projection 14x14": ((1, 256, 14, 14), (48, 256, 1, 1), {}, True, "Clip"),
 }
 CHANNEL_TILES = [
     "14x14 channels in lanes",
@@ -414,6 +417,54 @@ def test_a_long_reduction_takes_the_flat_grid_for_more_accumulators():
     short = conv_schedule((1, 16, 56, 56), (64, 16, 3, 3), attrs, CPUS["avx2"])
     assert "conv.sum.flat" not in short, short
     assert not any(name.endswith(".lanes") for name in short), short
+
+
+def output_splits(x_shape, w_shape, target, **attrs):
+    """The factors by which conv_schedules.py splits the output's channels and columns for
+    `target` (None: not split), with the weights in the blocks it asks for."""
+    node = Node("Conv", ("x", "w", "b"), ("conv",), attrs)
+    graph = Graph(
+        ("x",),
+        ("conv",),
+        (node,),
+        {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")},
+        {"x": TensorType(x_shape, "float32")},
+    )
+    graph = pack_conv_weights(infer_types(graph), target)
+    node = graph.nodes[0]
+    tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
+    outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
+    s = te.create_schedule([t.op for t in outputs])
+    conv_schedules.schedule(s, target)
+    tiled = next(st for st in s.stages if st.op.name == "conv.sum")  # the output's tiles
+    _, m, _, ow = tiled.op.axis
+    factors = {rel.parent: rel.factor for rel in tiled.relations if hasattr(rel, "factor")}
+    return node.attr(WEIGHT_BLOCK), factors.get(m), factors.get(ow)
+
+
+@pytest.mark.parametrize(
+    "x_shape, filters, kernel, want",
+    [
+        ((1, 576, 14, 14), 96, 1, (8, 8, 14)),  # mobilenet_v2's projections: the whole row
+        ((1, 384, 14, 14), 64, 1, (8, 8, 14)),
+        ((1, 64, 14, 14), 384, 1, (16, 16, 2)),  # an expansion: a short reduction
+        ((1, 256, 10, 10), 128, 1, (16, 16, 5)),  # one row of 5 pixels has 10 accumulators
+        ((1, 256, 14, 14), 256, 3, (16, 16, 2)),  # a 3x3 convolution
+    ],
+)
+def test_a_long_projection_takes_a_whole_row_when_one_row_has_too_few_chains(
+    x_shape, filters, kernel, want
+):
+    """conv_schedules._row_stream on AVX2: a 1x1 convolution of at least LONG_REDUCTION_STEPS
+    input channels at 14x14 takes 8 channels x the 14-pixel row (the cost model's 16 x 2 x 2
+    reads two rows' lines a step: measured 16-19 % slower), and its weights come in blocks of
+    8; at 10x10 (16 channels x 5 pixels of one row), for an expansion and for a 3x3
+    convolution the cost model's tile stays."""
+    w_shape = (filters, x_shape[1], kernel, kernel)
+    pads = (kernel // 2,) * 4
+    assert output_splits(x_shape, w_shape, ZEN3, pads=pads) == want
+    if want[2] == 14:  # AVX-512 has the registers for the cost model's own tiles
+        assert output_splits(x_shape, w_shape, ZEN4, pads=pads)[2] != 14
 
 
 @pytest.mark.parametrize("case", FLAT_GRIDS)

@@ -49,7 +49,10 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   better: resnet18's 3x3 convolutions at 14x14 and 7x7 (stride 1 and 2; 9-15 % faster),
   its 1x1/2 downsample to 7x7 and mobilenet_v2's pointwise ones at 7x7 (3-19 %), its data
   read from a copy with the rows outside the channels when a row fits a cache line
-  (ROWS_FIRST_MAX_BYTES: consecutive steps then read consecutive rows);
+  (ROWS_FIRST_MAX_BYTES: consecutive steps then read consecutive rows); on AVX2, a 1x1
+  convolution of a long reduction whose rows no tile of one row covers with enough
+  accumulators takes one register of channels x the whole row instead of the cost model's
+  tile (ROW_STREAM_REGISTERS: mobilenet_v2's projections at 14x14);
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, and no more than the registers for the accumulators, the
   loaded vectors a step holds for all of them and one more (`_Budget`: LLVM otherwise keeps
@@ -199,6 +202,19 @@ Zen 4, before rows_first)."""
 MAX_CHANNEL_PIXELS = 14
 """A channel tile (conv_channels.py) takes at most this many output pixels of a row."""
 
+ROW_STREAM_REGISTERS = 16
+"""On a target of this many vector registers (AVX2), a 1x1 convolution of a long reduction
+(LONG_REDUCTION_STEPS) whose channel tile reads its data rows first takes one register of
+channels x a whole row when no tile of one row within ACCUMULATOR_SHARE has FMA_CHAINS + 1
+accumulators (`_row_stream`): the cost model's choice there, 16 channels x 2 x 2 pixels (8
+accumulators, no slack for the long reduction), reads two rows' lines a step, each line again
+by every tile along the row. Measured on Zen 3, one thread, mobilenet_v2's projections at
+14x14: 576 -> 96 0.40-0.42 -> 0.33-0.34 ms, 384 -> 96 0.27 -> 0.22, 384 -> 64 0.18 -> 0.15
+(8 channels x 14 pixels: 14 accumulators, a weight vector and a broadcast, all 16 registers;
+the whole model 1.8-1.9 % faster); not taken at 10x10, where 16 channels x 5 pixels of one
+row has 10 accumulators (nudenet_320n's 256 -> 128 and 512 -> 256: the whole row 10-13 %
+slower), nor for a 3x3 convolution (256 channels at 14x14: 1.6 times slower)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class _Window:
@@ -287,6 +303,9 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     both; None: none fits."""
     lanes = _lanes(window.reduction, target)
     budget = _Budget(_registers(target))
+    stream = _row_stream(window, lanes, budget)
+    if stream is not None:
+        return stream
     halves = getattr(target, "cpu", None) in HALF_WIDTH_CORES
     found = _tile(window, lanes, budget, halves)
     flat = _flat_tile(window, lanes, budget, halves)
@@ -321,16 +340,15 @@ class _Budget:
     def accumulators(self) -> int:
         return int(self.registers * ACCUMULATOR_SHARE)
 
-    def fits(self, accumulators: int, held: int) -> bool:
+    def fits(self, accumulators: int, held: int, capped: bool = True) -> bool:
         """Whether a step of `accumulators` that holds `held` loaded vectors across its
         multiply-adds (the tile's input vectors, each used by every channel; a channel tile's
         weight vectors) stays in the registers. Measured on Zen 3 (16 registers): a tile of 3
         channels x 4 input vectors (12 + 4 + 1 = 17) kept its accumulators on the stack, a
         load and a store per multiply-add, at 53% of the peak."""
         return (
-            accumulators <= self.accumulators
-            and accumulators + held + SCRATCH_REGISTERS <= self.registers
-        )
+            accumulators <= self.accumulators or not capped
+        ) and accumulators + held + SCRATCH_REGISTERS <= self.registers
 
 
 def _copy_stack_bytes(target) -> int:
@@ -544,6 +562,39 @@ def _channel_tile(
                 if best_score is None or score > best_score:
                     best, best_score = _ChannelTile(tc, tr, width, lanes), score
     return None if best is None else (best, best_score[0])
+
+
+def _row_stream(window: _Window, lanes: int, budget: _Budget) -> _ChannelTile | None:
+    """The channel tile of one register of channels x a whole row (ROW_STREAM_REGISTERS says
+    when), or None. The weights' block does not change the answer
+    (pack_conv_weights.py packs them by it)."""
+    red: ComputeOp = window.reduction.op
+    _, channels, _, columns = (int(d) for d in red.shape)
+    data = _window_load(red)
+    if (
+        budget.registers != ROW_STREAM_REGISTERS
+        or window.shared != channels
+        or channels % lanes
+        or window.block not in (None, lanes)
+        or _steps(red) < LONG_REDUCTION_STEPS
+        or not _rows_first(data.tensor)
+        or not _pointwise(red, data)
+        or not budget.fits(columns, 1, capped=False)  # its accumulators and the weight vector
+    ):
+        return None
+    chains = FMA_CHAINS + 1
+    for tc in (t for t in (lanes, 2 * lanes) if channels % t == 0):
+        for width in _divisors(columns, columns):
+            if width * tc // lanes >= chains and budget.fits(width * tc // lanes, tc // lanes):
+                return None  # a tile of one row within the budget keeps the chains busy
+    return None if columns < chains else _ChannelTile(lanes, 1, columns, lanes)
+
+
+def _pointwise(red: ComputeOp, data: ProducerLoad) -> bool:
+    """Whether `red`'s window is one pixel: no reduction axis longer than 1 moves its load
+    along rows or columns."""
+    moving = [r.var for r in red.reduce_axis if int(r.dom.extent.value) > 1]
+    return not any(_uses(i, v) for i in data.indices[2:] for v in moving)
 
 
 def _flat_tile(
