@@ -37,7 +37,8 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
 - rows narrower than whole vectors (28 = 3.5 vectors of 8) waste the rest of their last
   vector; a convolution of shared input is then computed on a flattened grid instead, its
   rows laid end to end (conv_flat.py), when the cost model (`_flat_tile`) finds that
-  FLAT_MIN_GAIN better: resnet18's 3x3 convolutions at 28x28 (stride 1 and 2) and 14x14,
+  FLAT_MIN_GAIN better: resnet18's 3x3 convolutions at 28x28 (stride 1, and 2 on AVX-512:
+  STRIDED_FLAT_CHANNEL_GAIN) and 14x14,
   mobilenet_v2's pointwise ones at 14x14, and at 56x56 resnet18's 3x3 convolution of 64
   channels, whose rows of 7 vectors allow no tile of rows beyond 8 accumulators, too few for
   its long reduction (LONG_REDUCTION_STEPS);
@@ -199,6 +200,16 @@ Measured on Zen 3, one thread: mobilenet_v2's 1x1 convolutions at 14x14 576 -> 9
 faster as a channel tile, 96 -> 576 1.15 times. AVX-512 keeps CHANNEL_MIN_GAIN (measured on
 Zen 4, before rows_first)."""
 
+STRIDED_FLAT_CHANNEL_GAIN = 1.0
+"""CHANNEL_MIN_GAIN against the flat grid of a strided convolution (conv_flat.py: the window
+reads the data's phase planes), on a target of 16 vector registers (AVX2): as good a score
+suffices. Measured on Zen 3, one thread, resnet18's 3x3/2 convolution 64 -> 128 from 56x56
+(the grid's 4 channels x 3 vectors scored 7.7, the channel tile's 16 channels x 4 pixels 8.0):
+the channel tile 1.2 times faster (1.94-2.10 ms against 2.41-2.48; onnxruntime 1.89-2.00), in
+the whole model's sequence 1.56 ms against 1.90 (bench/model_gap.py; resnet18 whole: within
+its noise, paired 0.997 and 1.001), a 3x3/2 convolution 16 -> 32 from 56x56 1.3 times.
+"""
+
 MAX_CHANNEL_PIXELS = 14
 """A channel tile (conv_channels.py) takes at most this many output pixels of a row."""
 
@@ -315,9 +326,16 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     gain = CHANNEL_MIN_GAIN
     if budget.registers == 16 and _rows_first(_window_load(window.reduction.op).tensor):
         gain = ROWS_FIRST_CHANNEL_GAIN
+    if budget.registers == 16 and found is not None and _strided_grid(found[0]):
+        gain = STRIDED_FLAT_CHANNEL_GAIN
     if across is not None and (found is None or across[1] >= found[1] * gain):
         return across[0]
     return None if found is None else found[0]
+
+
+def _strided_grid(tile) -> bool:
+    """Whether `tile` (of `_tile` or `_flat_tile`) is a flat grid of a strided window."""
+    return isinstance(tile, tuple) and tile[1].steps != (1, 1)
 
 
 def _rows_first(data) -> bool:
