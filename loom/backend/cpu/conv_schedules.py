@@ -600,7 +600,7 @@ def _row_stream(window: _Window, lanes: int, budget: _Budget) -> _ChannelTile | 
         or not budget.fits(columns, 1, capped=False)  # its accumulators and the weight vector
     ):
         return None
-    chains = FMA_CHAINS + 1
+    chains = _chains(window)  # FMA_CHAINS + 1: the reduction is long
     for tc in (t for t in (lanes, 2 * lanes) if channels % t == 0):
         for width in _divisors(columns, columns):
             if width * tc // lanes >= chains and budget.fits(width * tc // lanes, tc // lanes):
