@@ -378,18 +378,28 @@ CPUS = {"avx2": ZEN3, "zen4": ZEN4, "zen5": ZEN5}
 depends on the registers: tests/graph/test_pack_conv_weights.py pins them alike)."""
 
 
-def conv_schedule(x_shape, w_shape, attrs, target):
-    """The stages of Conv(x, w, b) of `attrs` (ONNX's) as conv_schedules.py schedules them for
-    `target`: whether its loops were changed, by name."""
+def scheduled_conv(x_shape, w_shape, attrs, target, packed=False):
+    """Conv(x, w, b) of `attrs` (ONNX's) as conv_schedules.py schedules it for `target`: the
+    schedule and the node (its weights in the blocks pack_conv_weights asks for, if `packed`)."""
     attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
     node = Node("Conv", ("x", "w", "b"), ("conv",), attrs)
     constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
     graph = Graph(("x",), ("conv",), (node,), constants, {"x": TensorType(x_shape, "float32")})
     graph = infer_types(graph)
+    if packed:
+        graph = pack_conv_weights(graph, target)
+    node = graph.nodes[0]
     tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
     outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
     s = te.create_schedule([t.op for t in outputs])
     conv_schedules.schedule(s, target)
+    return s, node
+
+
+def conv_schedule(x_shape, w_shape, attrs, target):
+    """The stages of Conv(x, w, b) of `attrs` (ONNX's) as conv_schedules.py schedules them for
+    `target`: whether its loops were changed, by name."""
+    s, _ = scheduled_conv(x_shape, w_shape, attrs, target)
     return {st.op.name: bool(st.relations) for st in s.stages}
 
 
@@ -422,22 +432,9 @@ def test_a_long_reduction_takes_the_flat_grid_for_more_accumulators():
 
 
 def output_splits(x_shape, w_shape, target, **attrs):
-    """The factors by which conv_schedules.py splits the output's channels and columns for
-    `target` (None: not split), with the weights in the blocks it asks for."""
-    node = Node("Conv", ("x", "w", "b"), ("conv",), attrs)
-    graph = Graph(
-        ("x",),
-        ("conv",),
-        (node,),
-        {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")},
-        {"x": TensorType(x_shape, "float32")},
-    )
-    graph = pack_conv_weights(infer_types(graph), target)
-    node = graph.nodes[0]
-    tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
-    outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
-    s = te.create_schedule([t.op for t in outputs])
-    conv_schedules.schedule(s, target)
+    """The weights' block and the factors by which conv_schedules.py splits the output's
+    channels and columns for `target` (None: not split)."""
+    s, node = scheduled_conv(x_shape, w_shape, attrs, target, packed=True)
     tiled = next(st for st in s.stages if st.op.name == "conv.sum")  # the output's tiles
     _, m, _, ow = tiled.op.axis
     factors = {rel.parent: rel.factor for rel in tiled.relations if hasattr(rel, "factor")}
