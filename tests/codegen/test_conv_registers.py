@@ -5,7 +5,10 @@ of the moment: on AVX2 (16 registers) a tile of 3 channels x 4 input vectors nee
 LLVM kept its accumulators on the stack (a store and a load per multiply-add; mobilenet_v2's
 1x1 convolution of 144 channels to 24 at 56x56 ran at half the speed). These compile the 1x1
 convolutions of tests/graph/test_conv_schedules.py, and the models', for an AVX2 CPU and check
-the machine code: no loop of multiply-adds stores a vector on the stack.
+the machine code: no loop of multiply-adds stores a vector on the stack (at a constant
+offset, or at an index: a flat channel tile's accumulators of all its pixels are a stack
+buffer indexed by the tile, which LLVM keeps in registers through a block of the reduction
+only when no bound check is inside it: conv_schedules._step_block).
 
 Windows of several kernel rows are left out on purpose: their tiles' rows read some of the
 next kernel row's vectors, which LLVM loads once and keeps (a few of them on the stack). That
@@ -28,11 +31,13 @@ MODEL_LAYERS = {
     "ppocr 1x1 48->96 80x80": ((1, 48, 80, 80), (96, 48, 1, 1), {}, True, "HardSwish"),
     "mobilenet_v2 1x1 96->576 14x14": ((1, 96, 14, 14), (576, 96, 1, 1), {}, True, "Clip"),
     "mobilenet_v2 1x1 960->160 7x7": ((1, 960, 7, 7), (160, 960, 1, 1), {}, True, None),
+    "mobilenet_v2 1x1 576->96 14x14": ((1, 576, 14, 14), (96, 576, 1, 1), {}, True, None),
+    "mobilenet_v2 1x1 320->1280 7x7": ((1, 320, 7, 7), (1280, 320, 1, 1), {}, True, "Clip"),
 }
 
 LABEL = re.compile(r"^(\.LBB\w+):")
 BACK_JUMP = re.compile(r"^\s+j\w+\s+(\.LBB\w+)")
-STACK_STORE = re.compile(r"^\s+vmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)")
+STACK_STORE = re.compile(r"^\s+vmov\w+\s+%[xyz]mm\d+, -?\w*\(%rsp(,%\w+,\d)?\)")
 
 
 def innermost_loops(asm: str) -> list[list[str]]:

@@ -60,8 +60,8 @@ def make_model(nodes, x, initializers=None):
     return m
 
 
-def compiled_matches_onnxruntime(m, x, atol=1e-4):
-    compiled = loom.compile(m, target="llvm")
+def compiled_matches_onnxruntime(m, x, atol=1e-4, target="llvm"):
+    compiled = loom.compile(m, target=target)
     got = compiled(x=x)["out"]
     session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]
@@ -163,7 +163,7 @@ CONVS = {
     # more input channels than outputs: the grid reads the data, its rows past the data's
     # last read as zeros (masked), no copy
     "1x1 flat grid 14x14, more inputs": ((1, 48, 14, 14), (24, 48, 1, 1), {}, True, "Clip"),
-    "1x1 flat grid 13x13, two images": ((2, 40, 13, 13), (16, 40, 1, 1), {}, False, None),
+    "1x1 flat grid 13x13, two images": ((2, 40, 13, 13), (24, 40, 1, 1), {}, False, None),
     # a 1x1 convolution with a stride reads its subsampled data (conv_widen.py)
     # (16 outputs wide: a 14- or 7-wide output puts its channels in the lanes, conv_channels.py)
     "1x1 stride 2": ((1, 32, 32, 32), (64, 32, 1, 1), {"strides": [2, 2]}, True, None),
@@ -192,8 +192,14 @@ CONVS = {
         "Clip",
     ),
     # a long reduction at 14x14: on AVX2, 8 channels x the whole row (conv_schedules._row_stream)
-    "1x1 projection 14x14": ((1, 256, 14, 14), (48, 256, 1, 1), {}, True, "Clip"),
+    "1x1 projection 14x14": ((1, 256, 14, 14), (40, 256, 1, 1), {}, True, "Clip"),
+    # on AVX2, the pixels laid end to end (conv_schedules._flat_pixels): the reduction in
+    # blocks of 80 steps; in no blocks (262 steps: no divisor from 64 to 128); two images
+    "1x1 7x7 pixels end to end": ((1, 320, 7, 7), (64, 320, 1, 1), {}, True, "Clip"),
+    "1x1 7x7 pixels end to end, one block": ((1, 262, 7, 7), (32, 262, 1, 1), {}, False, None),
+    "1x1 14x14 pixels end to end, two images": ((2, 96, 14, 14), (48, 96, 1, 1), {}, True, None),
 }
+FLAT_PIXELS = [name for name in CONVS if "pixels end to end" in name]
 CHANNEL_TILES = [
     "14x14 channels in lanes",
     "7x7 channels in lanes",
@@ -367,6 +373,9 @@ def test_strided_windows_of_one_channel_read_their_phases_without_gathers(case):
 ZEN3 = HostCPU(32, "znver3")
 """AVX2: 16 registers of 8 floats."""
 
+AVX2 = "llvm -mcpu=haswell -mattr=+avx2"
+"""A target of 16 registers of 8 floats that runs on any AVX2 machine."""
+
 ZEN4 = HostCPU(64, "znver4")
 """AVX-512 run as two 256-bit halves (conv_schedules.HALF_WIDTH_CORES)."""
 
@@ -444,10 +453,10 @@ def output_splits(x_shape, w_shape, target, **attrs):
 @pytest.mark.parametrize(
     "x_shape, filters, kernel, want",
     [
-        ((1, 576, 14, 14), 96, 1, (8, 8, 14)),  # mobilenet_v2's projections: the whole row
-        ((1, 384, 14, 14), 64, 1, (8, 8, 14)),
-        ((1, 64, 14, 14), 384, 1, (16, 16, 2)),  # an expansion: a short reduction
-        ((1, 256, 10, 10), 128, 1, (16, 16, 5)),  # one row of 5 pixels has 10 accumulators
+        ((1, 576, 14, 14), 72, 1, (8, 8, 14)),  # a long projection: the whole row
+        ((1, 384, 14, 14), 40, 1, (8, 8, 14)),
+        ((1, 64, 14, 14), 72, 1, (2, None, 8)),  # an expansion (a short reduction): a grid
+        ((1, 256, 12, 12), 40, 1, (4, None, 8)),  # no row of 9 accumulators fits: a grid
         ((1, 256, 14, 14), 256, 3, (16, 16, 2)),  # a 3x3 convolution
     ],
 )
@@ -455,15 +464,72 @@ def test_a_long_projection_takes_a_whole_row_when_one_row_has_too_few_chains(
     x_shape, filters, kernel, want
 ):
     """conv_schedules._row_stream on AVX2: a 1x1 convolution of at least LONG_REDUCTION_STEPS
-    input channels at 14x14 takes 8 channels x the 14-pixel row (the cost model's 16 x 2 x 2
-    reads two rows' lines a step: measured 16-19 % slower), and its weights come in blocks of
-    8; at 10x10 (16 channels x 5 pixels of one row), for an expansion and for a 3x3
-    convolution the cost model's tile stays."""
+    input channels at 14x14 whose channels are not in blocks of two registers (those lay
+    their pixels end to end: `test_avx2_lays_a_small_pointwise_output_end_to_end`) takes 8
+    channels x the 14-pixel row (the cost model's 16 x 2 x 2 read two rows' lines a step:
+    measured 16-19 % slower), and its weights come in blocks of 8; for an expansion, a row
+    of 12 pixels (96 accumulators, no tile of one row has 9 within the budget but the whole
+    row's exceed the registers) and a 3x3 convolution, the cost model's tile stays."""
     w_shape = (filters, x_shape[1], kernel, kernel)
     pads = (kernel // 2,) * 4
     assert output_splits(x_shape, w_shape, ZEN3, pads=pads) == want
     if want[2] == 14:  # AVX-512 has the registers for the cost model's own tiles
         assert output_splits(x_shape, w_shape, ZEN4, pads=pads)[2] != 14
+
+
+def flat_pixels(x_shape, w_shape, target, **attrs):
+    """The weights' block, the pixels the channel tile's accumulators cover (its output's rows
+    laid end to end: conv_channels.channels_last) and the steps of its reduction's blocks, as
+    conv_schedules.py schedules Conv for `target`; None when the pixels are not end to end."""
+    s, node = scheduled_conv(x_shape, w_shape, attrs, target, packed=True)
+    lanes = next((st for st in s.stages if st.op.name.endswith(".lanes")), None)
+    if lanes is None or len(lanes.op.shape) != 4:  # (n, channel block, pixel, channel)
+        return None
+    steps = lanes.op.reduce_axis[0]
+    blocks = [rel.factor for rel in lanes.relations if getattr(rel, "parent", None) is steps]
+    return node.attr(WEIGHT_BLOCK), int(lanes.op.shape[2]), (blocks or [None])[0]
+
+
+@pytest.mark.parametrize(
+    "x_shape, filters, want",
+    [
+        ((1, 960, 7, 7), 320, (16, 50, 96)),  # 16 channels x 5 pixels, 50 for 49
+        ((1, 320, 7, 7), 1280, (16, 50, 80)),
+        ((1, 576, 14, 14), 96, (16, 198, 96)),  # x 6 pixels: a long reduction needs 9 chains
+        ((1, 64, 14, 14), 384, (16, 196, None)),  # x 4: 8 chains suffice; no blocks
+        ((1, 256, 10, 10), 128, (16, 100, 128)),  # ties: blocks of 128 steps, not 64
+        ((1, 262, 7, 7), 32, (16, 50, None)),  # no divisor of 262 from 64 to 128
+        ((1, 576, 14, 14), 72, None),  # 72 channels: not in blocks of 16
+        ((1, 192, 28, 28), 32, None),  # 784 pixels (measured slower)
+        ((1, 96, 1, 1), 384, None),  # one pixel
+        ((1, 96, 14, 14), 48, None),  # a 3x3 convolution (below)
+    ],
+)
+def test_avx2_lays_a_small_pointwise_output_end_to_end(x_shape, filters, want):
+    """conv_schedules._flat_pixels: on AVX2, a 1x1 convolution of stride 1 without padding
+    at 7x7 to 14x14 takes two registers of channels x consecutive pixels of its rows laid end
+    to end, its long reductions in blocks; AVX-512 keeps its cost model's tiles."""
+    kernel = 3 if (x_shape, filters) == ((1, 96, 14, 14), 48) else 1
+    w_shape = (filters, x_shape[1], kernel, kernel)
+    assert flat_pixels(x_shape, w_shape, ZEN3) == want
+    assert flat_pixels(x_shape, w_shape, ZEN4) is None
+    assert flat_pixels(x_shape, w_shape, ZEN3, strides=(2, 2)) is None
+    assert flat_pixels(x_shape, w_shape, ZEN3, pads=(1, 1, 1, 1)) is None
+
+
+@pytest.mark.parametrize("case", FLAT_PIXELS)
+def test_pixels_end_to_end_match_onnxruntime_on_avx2(case):
+    """The CONVS cases of `_flat_pixels`, compiled for AVX2 whatever this machine's vectors
+    (test_convolutions_match_onnxruntime compiles them for this machine)."""
+    with open("/proc/cpuinfo") as cpuinfo:
+        if " avx2" not in cpuinfo.read():
+            pytest.skip("this machine runs no AVX2 code")
+    x_shape, w_shape, attrs, bias, activation = CONVS[case]
+    x = floats(*x_shape)
+    w = floats(*w_shape) * np.float32(1 / np.sqrt(np.prod(w_shape[1:])))
+    b = floats(w_shape[0]) if bias else None
+    assert flat_pixels(x_shape, w_shape, ZEN3, **attrs) is not None
+    compiled_matches_onnxruntime(conv_model(x, w, b, activation, **attrs), x, target=AVX2)
 
 
 @pytest.mark.parametrize("cpu, want", [("avx2", False), ("zen4", True), ("zen5", True)])

@@ -20,6 +20,13 @@ once per output element, the tile 9 * I multiply-adds per element).
 `rows_first` then makes the tile read its data from a copy laid out [n, h, c, w]: its steps
 read consecutive rows instead of one plane after another.
 
+A 1x1 convolution of stride 1 reads its data at its own output pixel: its rows may be laid end
+to end, `lanes[n, mo, p, mi]` for pixel `p = oh * OW + ow` (channels_last's `pixels`), so that
+a tile takes any number of consecutive pixels (MLAS's pointwise kernel on a 7x7 plane: 5 or 6
+pixels, where a row of 7 admits 7 or 1). The axis runs to whole tiles; the pixels past the
+last read the last one's data (a clamped index, no bound check in the reduction) and are never
+stored.
+
 Stages are built as conv_flat.py does (`Schedule.replace_op`).
 """
 
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 from loom import te
 from loom.ir.expr import FloorDiv, FloorMod, IntImm, PrimExpr, Var
-from loom.ir.op import floordiv, floormod
+from loom.ir.op import floordiv, floormod, min_
 from loom.ir.visitor import Mutator, substitute
 from loom.te.schedule import Schedule, Stage
 from loom.te.tensor import ComputeOp, IterVar, ProducerLoad, Range, Reduce, Tensor
@@ -53,26 +60,45 @@ class _SplitChannel(Mutator):
         return self.generic_mutate(e)
 
 
-def channels_last(s: Schedule, reduction: Stage, block: int) -> Stage:
+def channels_last(s: Schedule, reduction: Stage, block: int, pixels: int | None = None) -> Stage:
     """Make `reduction` (a 4-D window reduction (n, m, oh, ow) whose channels `block` divides)
     a copy out of a new reduction stage (returned, placed before it) computing the same sums
     as `[n, m // block, oh, ow, m % block]`. The copy stage is the reduction's old stage, with
-    its old operation's identity replaced."""
+    its old operation's identity replaced.
+
+    With `pixels` (at least OH x OW), the output's rows are laid end to end instead,
+    `[n, m // block, oh * OW + ow, m % block]`, over `pixels` positions: the sums past the
+    last pixel repeat the last one's (its reads, clamped), so that whole tiles of pixels
+    cover the axis with no bound check inside the reduction (`flat_pixels`)."""
     red: ComputeOp = reduction.op
     body: Reduce = red.body
     n_iv, m_iv, oh_iv, ow_iv = red.axis
     channels = int(m_iv.dom.extent.value)
     if channels % block:
         raise ValueError(f"channels_last: block {block} does not divide {channels} channels")
+    rows, columns = int(oh_iv.dom.extent.value), int(ow_iv.dom.extent.value)
+    if pixels is not None and pixels < rows * columns:
+        raise ValueError(f"channels_last: {pixels} pixels do not cover {rows}x{columns}")
     kind = n_iv.kind
+    if pixels is None:
+        spatial = (
+            IterVar(Var(oh_iv.name), oh_iv.dom, kind),
+            IterVar(Var(ow_iv.name), ow_iv.dom, kind),
+        )
+    else:
+        spatial = (IterVar(Var("p"), Range(IntImm(0), IntImm(pixels)), kind),)
     axes = (
         IterVar(Var(n_iv.name), n_iv.dom, kind),
         IterVar(Var("mo"), Range(IntImm(0), IntImm(channels // block)), kind),
-        IterVar(Var(oh_iv.name), oh_iv.dom, kind),
-        IterVar(Var(ow_iv.name), ow_iv.dom, kind),
+        *spatial,
         IterVar(Var("mi"), Range(IntImm(0), IntImm(block)), kind),
     )
-    n, mo, oh, ow, mi = (iv.var for iv in axes)
+    n, mo, mi = axes[0].var, axes[1].var, axes[-1].var
+    if pixels is None:
+        oh, ow = spatial[0].var, spatial[1].var
+    else:
+        last = min_(spatial[0].var, IntImm(rows * columns - 1))
+        oh, ow = floordiv(last, columns), floormod(last, columns)
     raxes = tuple(IterVar(Var(iv.name), iv.dom, iv.kind) for iv in red.reduce_axis)
     mapping = {n_iv.var: n, m_iv.var: mo * block + mi, oh_iv.var: oh, ow_iv.var: ow}
     mapping.update({old.var: new.var for old, new in zip(red.reduce_axis, raxes)})
@@ -88,7 +114,8 @@ def channels_last(s: Schedule, reduction: Stage, block: int) -> Stage:
     lanes_stage = Stage(lanes_op, s, is_output=False)
     s.stages.insert(s.stages.index(reduction), lanes_stage)
     a, m, r, c = (iv.var for iv in red.axis)
-    load = ProducerLoad(lanes_op.output(0), (a, floordiv(m, block), r, c, floormod(m, block)))
+    place = (r, c) if pixels is None else (r * columns + c,)
+    load = ProducerLoad(lanes_op.output(0), (a, floordiv(m, block), *place, floormod(m, block)))
     s.replace_op(reduction, red.with_body(load))
     return lanes_stage
 

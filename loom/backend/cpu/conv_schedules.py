@@ -53,7 +53,14 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   (ROWS_FIRST_MAX_BYTES: consecutive steps then read consecutive rows); on AVX2, a 1x1
   convolution of a long reduction whose rows no tile of one row covers with enough
   accumulators takes one register of channels x the whole row instead of the cost model's
-  tile (ROW_STREAM_REGISTERS: mobilenet_v2's projections at 14x14);
+  tile (ROW_STREAM_REGISTERS);
+- on AVX2, a 1x1 convolution of stride 1 without padding at 7x7 to 14x14 (FLAT_PIXELS_MAX:
+  mobilenet_v2's at 7x7 and 14x14, nudenet's and PP-OCRv4's at 10x10) lays its output's rows
+  end to end instead, as MLAS computes a pointwise convolution: a tile of two registers of
+  channels x 4-6 consecutive pixels (10-12 accumulators, which no row of 7 or 14 admits),
+  the last tile computing past the last pixel rather than a bound check, its reduction in
+  blocks of about 96 steps outside the tiles (STEP_BLOCK): a block's weights and data stay
+  in L1 cache for every tile, each output still sums its steps in order;
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, and no more than the registers for the accumulators, the
   loaded vectors a step holds for all of them and one more (`_Budget`: LLVM otherwise keeps
@@ -102,7 +109,7 @@ from loom.ir.structural import structural_equal
 from loom.ir.visitor import post_order_visit, substitute
 from loom.te.operation import comm_reducer
 from loom.te.schedule import AttachType, Schedule, Stage
-from loom.te.tensor import ComputeOp, ProducerLoad, Reduce
+from loom.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce
 
 ACCUMULATOR_SHARE = 3 / 4
 """A tile's accumulators take at most this share of the vector registers (32 with AVX-512, 16
@@ -197,8 +204,8 @@ ROWS_FIRST_CHANNEL_GAIN = 1.0
 target of 16 vector registers (AVX2): as good a score suffices. The flat grid's tile still
 reads a plane per step, and stores the grid to a buffer that its epilogue copies out.
 Measured on Zen 3, one thread: mobilenet_v2's 1x1 convolutions at 14x14 576 -> 96 1.4 times
-faster as a channel tile, 96 -> 576 1.15 times. AVX-512 keeps CHANNEL_MIN_GAIN (measured on
-Zen 4, before rows_first)."""
+faster as a channel tile, 96 -> 576 1.15 times (those now lay their pixels end to end:
+FLAT_PIXELS_MAX). AVX-512 keeps CHANNEL_MIN_GAIN (measured on Zen 4, before rows_first)."""
 
 STRIDED_FLAT_CHANNEL_GAIN = 1.0
 """CHANNEL_MIN_GAIN against the flat grid of a strided convolution (conv_flat.py: the window
@@ -224,7 +231,36 @@ by every tile along the row. Measured on Zen 3, one thread, mobilenet_v2's proje
 (8 channels x 14 pixels: 14 accumulators, a weight vector and a broadcast, all 16 registers;
 the whole model 1.8-1.9 % faster); not taken at 10x10, where 16 channels x 5 pixels of one
 row has 10 accumulators (nudenet_320n's 256 -> 128 and 512 -> 256: the whole row 10-13 %
-slower), nor for a 3x3 convolution (256 channels at 14x14: 1.6 times slower)."""
+slower), nor for a 3x3 convolution (256 channels at 14x14: 1.6 times slower). Those
+projections (channels in blocks of two registers) now lay their pixels end to end
+(FLAT_PIXELS_MAX, decided first); the rule stays for channels in blocks of one register."""
+
+
+FLAT_PIXELS_REGISTERS = 16
+FLAT_PIXELS_MIN, FLAT_PIXELS_MAX = 49, 196
+"""On a target of FLAT_PIXELS_REGISTERS vector registers (AVX2), a 1x1 convolution of stride
+1 without padding whose output has FLAT_PIXELS_MIN to this many pixels (7x7 to 14x14, the
+sizes measured) in rows of at most a cache line (ROWS_FIRST_MAX_BYTES) takes a channel tile
+of two registers of channels x consecutive pixels of its rows laid end to end
+(`_flat_pixels`), its reduction in blocks (STEP_BLOCK), as onnxruntime's MLAS computes a
+pointwise convolution on its NCHWc layout: a row of 7 or 14 pixels admits no tile of 10 or 12
+accumulators, the flat axis does (16 channels x 5 pixels at 7x7, 50 computed for 49; x 6 at
+14x14, 198 for 196). Measured on Zen 3, one thread, against the tiles it replaces (shuffled,
+paired): mobilenet_v2's 960 -> 320 at 7x7 0.57 against 0.85 ms, 320 -> 1280 0.82 against
+1.00, 160 -> 960 0.37 against 0.43, at 14x14 576 -> 96 0.47 against 0.75, 384 -> 64 0.27
+against 0.35, 96 -> 576 alike (0.59, 0.56); the whole of mobilenet_v2 1.08 and 1.14 times
+faster, PP-OCRv4 det's (10x10) 1.02, nudenet_320n's 1.01. At 28x28 it lost (192 -> 32: 0.17
+against 0.16 ms; 32 -> 192 0.42 against 0.30), and with rows wider than a line
+(ppocr_mobile_v2_cls's 2x96: the whole model 3 % slower)."""
+
+STEP_BLOCK = 96
+STEP_BLOCK_RANGE = (64, 128)
+"""A flat channel tile (FLAT_PIXELS_MAX) runs a reduction longer than STEP_BLOCK_RANGE in
+blocks of a divisor of its steps in that range, the one nearest STEP_BLOCK: a block's weights
+(96 steps x 16 channels: 6 KB) and data (96 x 49 pixels: 19 KB) stay in L1 cache while every
+tile of pixels reads them. Measured on Zen 3, mobilenet_v2's 960 -> 320 at 7x7, 16 channels x
+6 pixels: blocks of 96 steps 0.41 ms against 0.51 without; in another run blocks of 64 0.56,
+96 0.55, 160 0.61, 240 0.63, 480 0.64."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +296,8 @@ class _ChannelTile:
     rows: int
     width: int
     lanes: int
+    flat: bool = False  # `width` pixels of the output's rows laid end to end (FLAT_PIXELS_MAX)
+    step_block: int | None = None  # the reduction's steps per pass over the pixels
 
 
 def schedule(s: Schedule, target) -> None:
@@ -271,7 +309,9 @@ def schedule(s: Schedule, target) -> None:
             continue
         lanes = _lanes(stage, target)
         chosen = _choose(window, target)
-        if isinstance(chosen, _ChannelTile):
+        if isinstance(chosen, _ChannelTile) and chosen.flat:
+            _schedule_flat_pixels(s, window, chosen)
+        elif isinstance(chosen, _ChannelTile):
             _schedule_channels(s, window, chosen)
         elif isinstance(chosen, tuple):
             _schedule_flat(s, window, *chosen, lanes)
@@ -314,6 +354,9 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     both; None: none fits."""
     lanes = _lanes(window.reduction, target)
     budget = _Budget(_registers(target))
+    pixels = _flat_pixels(window, lanes, budget)
+    if pixels is not None:
+        return pixels
     stream = _row_stream(window, lanes, budget)
     if stream is not None:
         return stream
@@ -608,6 +651,70 @@ def _row_stream(window: _Window, lanes: int, budget: _Budget) -> _ChannelTile | 
     return None if columns < chains else _ChannelTile(lanes, 1, columns, lanes)
 
 
+def _flat_pixels(window: _Window, lanes: int, budget: _Budget) -> _ChannelTile | None:
+    """The channel tile of two registers of channels x pixels of the output's rows laid end
+    to end (FLAT_PIXELS_MAX says when), its reduction in blocks of STEP_BLOCK steps when
+    longer; or None. The pixels per tile: the fewest cycles over the whole output (its last
+    tile computes past the last pixel), as `_channel_tile` counts a step's. The weights' block
+    does not change the answer (pack_conv_weights.py packs them by it)."""
+    red: ComputeOp = window.reduction.op
+    data = _window_load(red)
+    _, channels, rows, columns = (int(d) for d in red.shape)
+    tc = 2 * lanes
+    if (
+        budget.registers != FLAT_PIXELS_REGISTERS
+        or window.shared != channels
+        or channels % tc
+        or window.block not in (None, tc)
+        or not FLAT_PIXELS_MIN <= rows * columns <= FLAT_PIXELS_MAX
+        or not _reads_output_pixel(red, data)
+        or not _rows_first(data.tensor)  # rows of a cache line: a tile of a row is short
+    ):
+        return None
+    pixels = rows * columns
+    chains = _chains(window)
+    best, best_score = None, None
+    for width in range(1, MAX_CHANNEL_PIXELS + 1):
+        if not budget.fits(2 * width, 2):  # the accumulators and the two weight vectors
+            continue
+        tiles = -(-pixels // width)
+        cycles = tiles * _cycles(2 * width, 2 + width, False, chains)
+        score = (-cycles, -tiles * width, width)  # ties: the fewest pixels computed, wider
+        if best_score is None or score > best_score:
+            best, best_score = width, score
+    if best is None:
+        return None
+    return _ChannelTile(tc, 1, best, lanes, flat=True, step_block=_step_block(_steps(red)))
+
+
+def _step_block(steps: int) -> int | None:
+    """The reduction's steps per pass of a flat channel tile over the pixels: the divisor of
+    `steps` in STEP_BLOCK_RANGE nearest STEP_BLOCK (a partial block would put a bound check
+    inside the reduction, and LLVM then keeps the accumulators in memory); None when the
+    reduction is no longer than the range or no divisor falls in it."""
+    low, high = STEP_BLOCK_RANGE
+    if steps <= high:
+        return None
+    divisors = [d for d in range(low, high + 1) if steps % d == 0]
+    return min(divisors, key=lambda d: (abs(d - STEP_BLOCK), -d)) if divisors else None
+
+
+def _reads_output_pixel(red: ComputeOp, data: ProducerLoad) -> bool:
+    """Whether `red` reads its data at its own output pixel, `data[n, c, oh, ow]` of data as
+    tall and wide as the output and a kernel's argument (not the padding, computed inline): a
+    1x1 convolution of stride 1 without padding."""
+    if not isinstance(data.tensor.op, PlaceholderOp):
+        return False
+    _, _, oh, ow = (iv.var for iv in red.axis)
+    single = {r.var: IntImm(0) for r in red.reduce_axis if int(r.dom.extent.value) == 1}
+    rows, columns = (simplify(substitute(i, single)) for i in data.indices[2:])
+    return (
+        rows is oh
+        and columns is ow
+        and tuple(int(d) for d in data.tensor.shape[2:]) == tuple(int(d) for d in red.shape[2:])
+    )
+
+
 def _pointwise(red: ComputeOp, data: ProducerLoad) -> bool:
     """Whether `red`'s window is one pixel: no reduction axis longer than 1 moves its load
     along rows or columns."""
@@ -823,6 +930,52 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     _unroll_tile(
         lanes_stage, tile_loops, lane, tile.rows * tile.width * (tile.channels // tile.lanes)
     )
+
+
+def _schedule_flat_pixels(s: Schedule, window: _Window, tile: _ChannelTile) -> None:
+    """The convolution with its channels in the lanes (conv_channels.py) and its output's rows
+    laid end to end (`_flat_pixels`): tiles of `tile.width` consecutive pixels x the channels.
+    With `tile.step_block`, the accumulators of all the pixels of a block of channels live in
+    one buffer (a few KB, `local`) and the reduction runs in blocks of steps outside the
+    tiles: a block's weights (steps x channels) and data (steps x pixels) stay in L1 cache
+    while every tile reads them, and each output still sums its steps in order. Inside a
+    block, a tile's accumulators stay in registers (no bound check there: LLVM keeps a
+    loop's invariant loads and stores in registers)."""
+    reduction, output = window.reduction, window.output
+    _, _, rows, columns = (int(d) for d in reduction.op.shape)
+    padded = -(-rows * columns // tile.width) * tile.width
+    lanes_stage = channels_last(s, reduction, tile.channels, padded)
+    if reduction is not output:
+        reduction.compute_inline()
+    out: ComputeOp = output.op
+    n, m, oh, ow = out.axis
+    mo, mi = output.split(m, factor=tile.channels)
+    po, pi = output.split(output.fuse(oh, ow), factor=tile.width)
+    vectors, lane = output.split(mi, tile.lanes)
+    output.reorder(n, mo, po, pi, vectors, lane)
+    output.unroll(pi)
+    output.unroll(vectors)
+    output.vectorize(lane)
+    blocks = output.fuse(n, mo)
+    work = math.prod(int(d) for d in out.shape) * _steps(lanes_stage.op)
+    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
+        output.parallel(blocks)
+    lanes_stage.set_scope("local")  # the accumulators: registers, or a small stack buffer
+    red: ComputeOp = lanes_stage.op
+    _, _, pixels, channels = red.axis
+    vectors, lane = lanes_stage.split(channels, tile.lanes)
+    if tile.step_block is None:
+        lanes_stage.compute_at(output, po)
+        _unroll_tile(lanes_stage, [pixels, vectors], lane, tile.width * tile.channels // tile.lanes)
+        return
+    lanes_stage.compute_at(output, blocks)
+    steps, *window_axes = red.reduce_axis
+    so, si = lanes_stage.split(steps, factor=tile.step_block)
+    tile_o, tile_i = lanes_stage.split(pixels, factor=tile.width)
+    lanes_stage.reorder(so, tile_o, si, *window_axes, tile_i, vectors, lane)
+    lanes_stage.unroll(tile_i)
+    lanes_stage.unroll(vectors)
+    lanes_stage.vectorize(lane)
 
 
 def _copy_of(flat: Stage):
