@@ -105,6 +105,28 @@ def test_strategy_packs_each_panel_in_the_parallel_loop():
     assert [(b.scope, b.shape[0].value) for b in packs] == [("local", 29 * LANES)]
 
 
+@pytest.mark.parametrize(
+    "panels, tasks, group",
+    [
+        (cpu.PANEL_GROUP * cpu.MIN_PANEL_TASKS, cpu.MIN_PANEL_TASKS, cpu.PANEL_GROUP),
+        # too few groups for the threads: one panel at a time
+        (
+            cpu.PANEL_GROUP * (cpu.MIN_PANEL_TASKS - 1),
+            cpu.PANEL_GROUP * (cpu.MIN_PANEL_TASKS - 1),
+            1,
+        ),
+    ],
+)
+def test_strategy_packs_panels_in_groups_while_enough_remain(panels, tasks, group):
+    """PANEL_GROUP panels packed at each iteration of the parallel loop, B read row by row."""
+    run_strategy(37, panels * LANES, 29, pack=True, cols=LANES)
+    sch, args = cpu.matmul(37, panels * LANES, 29, pack=True, cols=LANES)
+    (loop,) = [f for f in loops_of(loom.lower(sch, args)) if f.kind == ForKind.PARALLEL]
+    assert int(loop.extent.value) == tasks
+    packs = [a.buffer for a in allocations(loop.body) if a.buffer.name == "packedB"]
+    assert [(b.scope, b.shape[0].value) for b in packs] == [("local", group * 29 * LANES)]
+
+
 def test_strategy_packs_partial_panels_before_the_tiles():
     # a partial last panel would run on one thread after the parallel loop: all of B packed first
     n = (cpu.MIN_PANEL_TASKS + 1) * LANES - 3
