@@ -37,7 +37,7 @@ MODEL_LAYERS = {
 
 LABEL = re.compile(r"^(\.LBB\w+):")
 BACK_JUMP = re.compile(r"^\s+j\w+\s+(\.LBB\w+)")
-STACK_STORE = re.compile(r"^\s+vmov\w+\s+%[xyz]mm\d+, -?\w*\(%rsp(,%\w+,\d)?\)")
+STACK_STORE = re.compile(r"^\s+vmov\w+\s+%[xyz]mm\d+, -?\w*\(%rsp(,%\w+(,\d)?)?\)")
 
 
 def innermost_loops(asm: str) -> list[list[str]]:

@@ -194,10 +194,18 @@ CONVS = {
     # a long reduction at 14x14: on AVX2, 8 channels x the whole row (conv_schedules._row_stream)
     "1x1 projection 14x14": ((1, 256, 14, 14), (40, 256, 1, 1), {}, True, "Clip"),
     # on AVX2, the pixels laid end to end (conv_schedules._flat_pixels): the reduction in
-    # blocks of 80 steps; in no blocks (262 steps: no divisor from 64 to 128); two images
+    # blocks of 80 steps; in no blocks (262 steps: no divisor from 64 to 128); two images,
+    # without and with blocks
     "1x1 7x7 pixels end to end": ((1, 320, 7, 7), (64, 320, 1, 1), {}, True, "Clip"),
     "1x1 7x7 pixels end to end, one block": ((1, 262, 7, 7), (32, 262, 1, 1), {}, False, None),
     "1x1 14x14 pixels end to end, two images": ((2, 96, 14, 14), (48, 96, 1, 1), {}, True, None),
+    "1x1 7x7 pixels end to end, two images, blocks": (
+        (2, 320, 7, 7),
+        (32, 320, 1, 1),
+        {},
+        True,
+        None,
+    ),
 }
 FLAT_PIXELS = [name for name in CONVS if "pixels end to end" in name]
 CHANNEL_TILES = [

@@ -57,10 +57,11 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
 - on AVX2, a 1x1 convolution of stride 1 without padding at 7x7 to 14x14 (FLAT_PIXELS_MAX:
   mobilenet_v2's at 7x7 and 14x14, nudenet's and PP-OCRv4's at 10x10) lays its output's rows
   end to end instead, as MLAS computes a pointwise convolution: a tile of two registers of
-  channels x 4-6 consecutive pixels (10-12 accumulators, which no row of 7 or 14 admits),
+  channels x 4-6 consecutive pixels (8-12 accumulators; 10-12 for a long reduction, which no
+  row of 7 or 14 admits),
   the last tile computing past the last pixel rather than a bound check, its reduction in
-  blocks of about 96 steps outside the tiles (STEP_BLOCK): a block's weights and data stay
-  in L1 cache for every tile, each output still sums its steps in order;
+  blocks of about 96 steps outside the tiles (STEP_BLOCK): a block's weights stay in L1
+  cache for every tile, each output still sums its steps in order;
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, and no more than the registers for the accumulators, the
   loaded vectors a step holds for all of them and one more (`_Budget`: LLVM otherwise keeps
@@ -236,31 +237,35 @@ projections (channels in blocks of two registers) now lay their pixels end to en
 (FLAT_PIXELS_MAX, decided first); the rule stays for channels in blocks of one register."""
 
 
-FLAT_PIXELS_REGISTERS = 16
+FLAT_PIXELS_VECTOR_BYTES = 32
 FLAT_PIXELS_MIN, FLAT_PIXELS_MAX = 49, 196
-"""On a target of FLAT_PIXELS_REGISTERS vector registers (AVX2), a 1x1 convolution of stride
-1 without padding whose output has FLAT_PIXELS_MIN to this many pixels (7x7 to 14x14, the
-sizes measured) in rows of at most a cache line (ROWS_FIRST_MAX_BYTES) takes a channel tile
-of two registers of channels x consecutive pixels of its rows laid end to end
-(`_flat_pixels`), its reduction in blocks (STEP_BLOCK), as onnxruntime's MLAS computes a
-pointwise convolution on its NCHWc layout: a row of 7 or 14 pixels admits no tile of 10 or 12
-accumulators, the flat axis does (16 channels x 5 pixels at 7x7, 50 computed for 49; x 6 at
-14x14, 198 for 196). Measured on Zen 3, one thread, against the tiles it replaces (shuffled,
-paired): mobilenet_v2's 960 -> 320 at 7x7 0.57 against 0.85 ms, 320 -> 1280 0.82 against
-1.00, 160 -> 960 0.37 against 0.43, at 14x14 576 -> 96 0.47 against 0.75, 384 -> 64 0.27
-against 0.35, 96 -> 576 alike (0.59, 0.56); the whole of mobilenet_v2 1.08 and 1.14 times
-faster, PP-OCRv4 det's (10x10) 1.02, nudenet_320n's 1.01. At 28x28 it lost (192 -> 32: 0.17
-against 0.16 ms; 32 -> 192 0.42 against 0.30), and with rows wider than a line
-(ppocr_mobile_v2_cls's 2x96: the whole model 3 % slower)."""
+"""On a target of FLAT_PIXELS_VECTOR_BYTES vectors (AVX2: 16 registers of 8 floats), a float
+1x1 convolution of stride 1 without padding whose output has FLAT_PIXELS_MIN to this many
+pixels (7x7 to 14x14, the sizes measured) in rows of at most a cache line
+(ROWS_FIRST_MAX_BYTES) takes a channel tile of two registers of channels x consecutive pixels
+of its rows laid end to end (`_flat_pixels`), its reduction in blocks (STEP_BLOCK), as
+onnxruntime's MLAS computes a pointwise convolution on its NCHWc layout: a row of 7 or 14
+pixels admits no tile of 10 or 12 accumulators, the flat axis does (16 channels x 5 pixels at
+7x7, 50 computed for 49; x 6 at 14x14, 198 for 196, when the reduction is long; a short one
+takes 4 pixels, 8 accumulators, as many as its chains need). Measured on Zen 3, one thread,
+against the tiles it replaces (shuffled, paired): mobilenet_v2's 960 -> 320 at 7x7 0.57 against
+0.85 ms, 320 -> 1280 0.82 against 1.00, 160 -> 960 0.37 against 0.43, at 14x14 576 -> 96 0.47
+against 0.75, 384 -> 64 0.27 against 0.35, 96 -> 576 alike (0.59, 0.56); the whole of
+mobilenet_v2 1.08-1.14 times faster (three runs; two threads: 1.10), PP-OCRv4 det's (10x10)
+1.02, nudenet_320n's 1.01. At 28x28 it lost (192 -> 32: 0.17 against 0.16 ms; 32 -> 192 0.42
+against 0.30), and with rows wider than a line (ppocr_mobile_v2_cls's 2x96: the whole model 3 %
+slower)."""
 
 STEP_BLOCK = 96
 STEP_BLOCK_RANGE = (64, 128)
 """A flat channel tile (FLAT_PIXELS_MAX) runs a reduction longer than STEP_BLOCK_RANGE in
 blocks of a divisor of its steps in that range, the one nearest STEP_BLOCK: a block's weights
-(96 steps x 16 channels: 6 KB) and data (96 x 49 pixels: 19 KB) stay in L1 cache while every
-tile of pixels reads them. Measured on Zen 3, mobilenet_v2's 960 -> 320 at 7x7, 16 channels x
-6 pixels: blocks of 96 steps 0.41 ms against 0.51 without; in another run blocks of 64 0.56,
-96 0.55, 160 0.61, 240 0.63, 480 0.64."""
+(96 steps x 16 channels: 6 KB) stay in L1 cache while every tile of pixels reads them, and so
+does its data at 7x7 (96 x 49 pixels: 19 KB; 75 KB at 14x14, in L2). Measured on Zen 3,
+mobilenet_v2's 960 -> 320 at 7x7 with a tile of 16 channels x 6 pixels (before the choice of
+the pixels: 5 at 7x7), time per call in two runs on a host whose speed varied: blocks of 96
+steps 0.41 ms against 0.51 without; blocks of 64 0.56, 96 0.55, 160 0.61, 240 0.63, 480
+0.64."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,9 +359,10 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
     both; None: none fits."""
     lanes = _lanes(window.reduction, target)
     budget = _Budget(_registers(target))
-    pixels = _flat_pixels(window, lanes, budget)
-    if pixels is not None:
-        return pixels
+    if _vector_bytes(target) == FLAT_PIXELS_VECTOR_BYTES:
+        pixels = _flat_pixels(window, lanes, budget)
+        if pixels is not None:
+            return pixels
     stream = _row_stream(window, lanes, budget)
     if stream is not None:
         return stream
@@ -662,7 +668,7 @@ def _flat_pixels(window: _Window, lanes: int, budget: _Budget) -> _ChannelTile |
     _, channels, rows, columns = (int(d) for d in red.shape)
     tc = 2 * lanes
     if (
-        budget.registers != FLAT_PIXELS_REGISTERS
+        red.dtype != "float32"
         or window.shared != channels
         or channels % tc
         or window.block not in (None, tc)
@@ -937,8 +943,8 @@ def _schedule_flat_pixels(s: Schedule, window: _Window, tile: _ChannelTile) -> N
     laid end to end (`_flat_pixels`): tiles of `tile.width` consecutive pixels x the channels.
     With `tile.step_block`, the accumulators of all the pixels of a block of channels live in
     one buffer (a few KB, `local`) and the reduction runs in blocks of steps outside the
-    tiles: a block's weights (steps x channels) and data (steps x pixels) stay in L1 cache
-    while every tile reads them, and each output still sums its steps in order. Inside a
+    tiles: a block's weights (steps x channels) stay in L1 cache while every tile reads them
+    (and its data, steps x pixels, at 7x7), and each output still sums its steps in order. Inside a
     block, a tile's accumulators stay in registers (no bound check there: LLVM keeps a
     loop's invariant loads and stores in registers)."""
     reduction, output = window.reduction, window.output

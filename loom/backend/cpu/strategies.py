@@ -138,9 +138,9 @@ def matmul(
     _vectorize_columns(s[C], ji, cols, lanes)
     panel_bytes = k * cols * A.dtype.itemsize
     per_panel = pack and _packs_per_panel(n, cols, panel_bytes, target)
+    group = _panel_group(panels, panel_bytes, target) if per_panel else 1
     if per_panel:  # each panel packed where it is used, on the stack of the thread using it
         tiles = io
-        group = _panel_group(panels, panel_bytes, target)
         if group > 1:
             jo_group, jo = s[C].split(jo, factor=group)
         s[panel].compute_at(s[C], jo_group if group > 1 else jo)
@@ -174,17 +174,22 @@ def _packs_per_panel(n: int, cols: int, panel_bytes: int, target: Target | None)
     parallel (MIN_PANEL_TASKS), rather than all of B before the tiles. Not when the
     panels do not divide n: the partial last one would be peeled off the parallel loop (its
     bound checks are `likely` conditions) and run on one thread after the others."""
-    stack = PANEL_STACK_BYTES if target is None else min(PANEL_STACK_BYTES, target.stack_limit // 2)
-    return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= stack
+    return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= _panel_stack(target)
 
 
 def _panel_group(panels: int, panel_bytes: int, target: Target | None) -> int:
     """The panels a per-panel matmul packs together (PANEL_GROUP), or 1."""
-    stack = PANEL_STACK_BYTES if target is None else min(PANEL_STACK_BYTES, target.stack_limit // 2)
-    fits = PANEL_GROUP * panel_bytes <= stack
+    fits = PANEL_GROUP * panel_bytes <= _panel_stack(target)
     if panels % PANEL_GROUP or panels // PANEL_GROUP < MIN_PANEL_TASKS or not fits:
         return 1
     return PANEL_GROUP
+
+
+def _panel_stack(target: Target | None) -> int:
+    """The most bytes of packed panels a thread's stack holds (PANEL_STACK_BYTES)."""
+    if target is None:
+        return PANEL_STACK_BYTES
+    return min(PANEL_STACK_BYTES, target.stack_limit // 2)
 
 
 def _packed(B: Tensor, cols: int) -> Tensor:
