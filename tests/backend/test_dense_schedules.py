@@ -62,6 +62,20 @@ def test_strategy_tiles_follow_the_target(target):
     assert widths == {lanes}, widths
 
 
+@pytest.mark.parametrize("m, rows", [(64, 6), (512, 6), (8, 4), (12, 6)])
+def test_strategy_pads_its_rows_to_tiles_of_all_its_accumulators(m, rows):
+    """AVX2's 12 accumulators are 6 rows x 2 vectors: m = 64 or 512 takes 6-row tiles, the
+    last computing past m (PADDED_ROWS_MAX_WASTE: 66 rows for 64) on A's last row, in a
+    padded stage of the tile's sums; m = 8 (12 rows: too many) keeps choose_tile's 4."""
+    target = "llvm -mcpu=haswell -mattr=+avx2,+fma"
+    run_strategy(m, 64, 32, target=target)
+    sch, args = cpu.matmul(m, 64, 32, target=loom.target.Target(target))
+    buffers = {a.buffer.name: a.buffer for a in allocations(loom.lower(sch, args)["main"].body)}
+    tile = buffers.get("C.padded", buffers.get("C.local"))
+    assert [int(d.value) for d in tile.shape] == [rows * 16], tile
+    assert ("C.padded" in buffers) == (m % rows != 0), sorted(buffers)
+
+
 def test_strategy_packs_b_only_for_many_rows():
     sch, args = cpu.matmul(1, 256, 64)
     assert [t.op.name for t in args] == ["A", "B", "C"]

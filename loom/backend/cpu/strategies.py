@@ -15,8 +15,9 @@ import numpy as np
 
 from loom import te
 from loom.abi.dtype import dtype as as_dtype
-from loom.backend.cpu.dense_tiles import VectorUnit, choose_tile
-from loom.ir.expr import PrimExpr
+from loom.backend.cpu.dense_tiles import ACCUMULATORS, VectorUnit, choose_tile
+from loom.ir.expr import IntImm, PrimExpr
+from loom.ir.op import min_
 from loom.ops.nn import elementwise
 from loom.te.schedule import Schedule
 from loom.te.tensor import Tensor
@@ -55,6 +56,15 @@ thread 112.5 vs 111.5, two threads 108 vs 106; B prepacked, 114.5. With fewer pa
 threads, a thread would idle; the count is fixed (not the compiling machine's CPUs) so that a
 kernel's code does not depend on where it was built."""
 
+
+PADDED_ROWS_MAX_WASTE = 1 / 25
+"""The matmul's tile takes all the rows its accumulators allow (dense_tiles.ACCUMULATORS:
+AVX2's 12 = 6 rows x 2 vectors) even when they do not divide m, its last tile computing past
+m, when that computes at most this share more rows; choose_tile otherwise takes a divisor of
+m (4 rows x 2 vectors for m = 64, 512, 1024: 8 accumulators, as many as the FMA's latency
+needs with no slack). Rows past m read A's last row and are never stored (no bound check in
+the reduction). Measured on Zen 3, one thread, paired with numpy per round: 64x1024x1024 (66
+rows computed) 4 % faster, 1024^3 4 %, 512^3 8 %."""
 
 PANEL_GROUP = 4
 """Panels of B that a per-panel matmul (MIN_PANEL_TASKS) packs together, row by row of B: each
@@ -104,8 +114,9 @@ def matmul(
     for name, value in (("m", m), ("n", n), ("k", k)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"matmul: {name} must be a positive int, got {value!r}")
-    tile = choose_tile(m, n, k, dtype, VectorUnit.of(target))
-    rows = rows or tile.rows
+    unit = VectorUnit.of(target)
+    tile = choose_tile(m, n, k, dtype, unit)
+    rows = rows or _padded_rows(m, tile, unit)
     cols = cols or tile.cols
     k_unroll = k_unroll or tile.k_unroll
     lanes = tile.lanes if cols % tile.lanes == 0 else cols
@@ -124,14 +135,30 @@ def matmul(
         B = te.placeholder((k, n), dtype, name="B")
         panel = _packed(B, cols) if pack else None
     r = te.reduce_axis(k, name="k")
+    # rows past m (a partial last tile of rows) read A's last row: no bound check in the
+    # reduction, their sums never stored (PADDED_ROWS_MAX_WASTE)
+    covered = -(-m // rows) * rows
+    a_row = (lambda i: i) if covered == m else (lambda i: min_(i, IntImm(m - 1)))
+    name = "C" if covered == m else "C.padded"
     if panel is None:
-        C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    else:
-        C = te.compute(
-            (m, n), lambda i, j: te.sum(A[i, r] * panel[j // cols, r, j % cols], axis=r), name="C"
+        sums = te.compute(
+            (covered, n), lambda i, j: te.sum(A[a_row(i), r] * B[r, j], axis=r), name=name
         )
-    s = te.create_schedule(C.op)
-    acc = s.cache_write(C, "local")
+    else:
+        sums = te.compute(
+            (covered, n),
+            lambda i, j: te.sum(A[a_row(i), r] * panel[j // cols, r, j % cols], axis=r),
+            name=name,
+        )
+    if covered == m:
+        C = sums
+        s = te.create_schedule(C.op)
+        acc = s.cache_write(C, "local")
+    else:  # the tile's sums are the padded stage itself, computed at the tile
+        C = te.compute((m, n), lambda i, j: sums[i, j], name="C")
+        s = te.create_schedule(C.op)
+        s[sums].set_scope("local")
+        acc = sums
     io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], rows, cols)
     s[C].reorder(jo, io, ii, ji)
     s[C].unroll(ii)
@@ -175,6 +202,15 @@ def _packs_per_panel(n: int, cols: int, panel_bytes: int, target: Target | None)
     panels do not divide n: the partial last one would be peeled off the parallel loop (its
     bound checks are `likely` conditions) and run on one thread after the others."""
     return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= _panel_stack(target)
+
+
+def _padded_rows(m: int, tile, unit: VectorUnit) -> int:
+    """The tile's rows: all its accumulators' (PADDED_ROWS_MAX_WASTE), or choose_tile's."""
+    full = max(1, min(m, ACCUMULATORS[32 if unit.registers >= 32 else 16] // tile.vectors))
+    covered = -(-m // full) * full
+    if full > tile.rows and covered <= m * (1 + PADDED_ROWS_MAX_WASTE):
+        return full
+    return tile.rows
 
 
 def _panel_group(panels: int, panel_bytes: int, target: Target | None) -> int:
