@@ -333,14 +333,16 @@ def test_conv_bias_relu(x_shape, w_shape, attrs):
     loads = [a for a in vector_accesses(compiled, kernel) if isinstance(a, BufferLoad)]
     x_loads = [ld for ld in loads if ld.buffer.name == "x"]
     w_loads = [ld for ld in loads if ld.buffer.name.startswith("w")]  # w, or w_blocked<C> (packed)
-    if conv_channels_in_lanes(x_shape, w_shape, attrs, compiled.target):
-        # conv_channels.py ("7x7" and "14x14" with AVX2 or AVX-512, "1x1" with AVX-512 run at
-        # full width: Zen 5, Intel): each step loads the tile's packed weights as contiguous
-        # vectors and broadcasts the input, read as vectors only by a copy: padded, or rows
-        # first when a row fits a cache line (conv_channels.rows_first)
+    tile = conv_channel_tile(x_shape, w_shape, attrs, compiled.target)
+    if tile is not None:
+        # conv_channels.py ("7x7" and "14x14" with AVX2 or AVX-512, "1x1" with AVX2 (its pixels
+        # end to end) or AVX-512 run at full width: Zen 5, Intel): each step loads the tile's
+        # packed weights as contiguous vectors and broadcasts the input, read as vectors only
+        # by a copy: padded, or rows first when a row fits a cache line
+        # (conv_channels.rows_first) and the pixels are not laid end to end
         assert w_loads
         assert {ld.indices[0].stride.value for ld in w_loads} == {1}
-        rows_first = x_shape[3] * 4 <= conv_schedules.ROWS_FIRST_MAX_BYTES
+        rows_first = x_shape[3] * 4 <= conv_schedules.ROWS_FIRST_MAX_BYTES and not tile.flat
         assert bool(x_loads) == (any(attrs.get("pads", [0])) or rows_first)
         assert {ld.indices[0].stride.value for ld in x_loads} <= {1}
         return
@@ -351,10 +353,11 @@ def test_conv_bias_relu(x_shape, w_shape, attrs):
     assert not w_loads
 
 
-def conv_channels_in_lanes(x_shape, w_shape, attrs, target) -> bool:
-    """Whether conv_schedules.py computes Conv(x, w, b) of `attrs` (ONNX's) with its output
-    channels in the vector lanes (conv_channels.py) for `target`, asked as
-    pack_conv_weights.py asks it (the weights' block it packs then makes the schedule's tile)."""
+def conv_channel_tile(x_shape, w_shape, attrs, target):
+    """The tile of output channels in the vector lanes (conv_channels.py) with which
+    conv_schedules.py computes Conv(x, w, b) of `attrs` (ONNX's) for `target`, or None, asked
+    as pack_conv_weights.py asks it (the weights' block it packs then makes the schedule's
+    tile)."""
     attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
     node = Node("Conv", ("x", "w", "b"), ("y",), attrs)
     constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
@@ -366,7 +369,9 @@ def conv_channels_in_lanes(x_shape, w_shape, attrs, target) -> bool:
     (stage,) = [
         st for st in s.stages if isinstance(st.op, ComputeOp) and isinstance(st.op.body, Reduce)
     ]
-    return conv_schedules.channels_in_lanes(s, stage, target)
+    if not conv_schedules.channels_in_lanes(s, stage, target):
+        return None
+    return conv_schedules._chosen(s, stage, target)
 
 
 def test_a_conv_without_bias_is_a_root_reduction():
