@@ -62,14 +62,19 @@ def test_strategy_tiles_follow_the_target(target):
     assert widths == {lanes}, widths
 
 
-@pytest.mark.parametrize("m, rows", [(64, 6), (512, 6), (8, 4), (12, 6)])
-def test_strategy_pads_its_rows_to_tiles_of_all_its_accumulators(m, rows):
-    """AVX2's 12 accumulators are 6 rows x 2 vectors: m = 64 or 512 takes 6-row tiles, the
-    last computing past m (PADDED_ROWS_MAX_WASTE: 66 rows for 64) on A's last row, in a
-    padded stage of the tile's sums; m = 8 (12 rows: too many) keeps choose_tile's 4."""
+@pytest.mark.parametrize(
+    "m, prepacked, rows",
+    [(64, False, 6), (512, False, 6), (8, False, 4), (12, False, 6), (64, True, 4)],
+)
+def test_strategy_pads_its_rows_to_tiles_of_all_its_accumulators(m, prepacked, rows):
+    """AVX2's 12 accumulators are 6 rows x 2 vectors: with B packed per panel, m = 64 or 512
+    takes 6-row tiles, the last computing past m (PADDED_ROWS_MAX_WASTE: 66 rows for 64) on A's
+    last row, in a padded stage of the tile's sums; m = 8 (12 rows: too many) and B prepacked
+    keep choose_tile's 4."""
     target = "llvm -mcpu=haswell -mattr=+avx2,+fma"
-    run_strategy(m, 64, 32, target=target)
-    sch, args = cpu.matmul(m, 64, 32, target=loom.target.Target(target))
+    n = 16 * cpu.MIN_PANEL_TASKS  # panels of 16 columns: enough to pack each where it is used
+    run_strategy(m, n, 32, target=target, prepacked=prepacked)
+    sch, args = cpu.matmul(m, n, 32, target=loom.target.Target(target), prepacked=prepacked)
     buffers = {a.buffer.name: a.buffer for a in allocations(loom.lower(sch, args)["main"].body)}
     tile = buffers.get("C.padded", buffers.get("C.local"))
     assert [int(d.value) for d in tile.shape] == [rows * 16], tile

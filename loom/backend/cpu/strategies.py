@@ -58,13 +58,14 @@ kernel's code does not depend on where it was built."""
 
 
 PADDED_ROWS_MAX_WASTE = 1 / 25
-"""The matmul's tile takes all the rows its accumulators allow (dense_tiles.ACCUMULATORS:
-AVX2's 12 = 6 rows x 2 vectors) even when they do not divide m, its last tile computing past
-m, when that computes at most this share more rows; choose_tile otherwise takes a divisor of
-m (4 rows x 2 vectors for m = 64, 512, 1024: 8 accumulators, as many as the FMA's latency
-needs with no slack). Rows past m read A's last row and are never stored (no bound check in
-the reduction). Measured on Zen 3, one thread, paired with numpy per round: 64x1024x1024 (66
-rows computed) 4 % faster, 1024^3 4 %, 512^3 8 %."""
+"""A matmul that packs B per panel (`_packs_per_panel`) takes all the rows its tile's
+accumulators allow (dense_tiles.ACCUMULATORS: AVX2's 12 = 6 rows x 2 vectors) even when they
+do not divide m, its last tile computing past m, when that computes at most this share more
+rows; choose_tile otherwise takes a divisor of m (4 rows x 2 vectors for m = 64, 512, 1024: 8
+accumulators, as many as the FMA's latency needs with no slack). Rows past m read A's last row
+and are never stored (no bound check in the reduction). Measured on Zen 3, paired with numpy
+per round: 1024^3 4-6 % faster (one and two threads), 512^3 6-8 %, 64x1024x1024 0-5 %. Not
+with B prepacked (its tiles one fused parallel loop): 512^3 13 % slower so."""
 
 PANEL_GROUP = 4
 """Panels of B that a per-panel matmul (MIN_PANEL_TASKS) packs together, row by row of B: each
@@ -116,7 +117,8 @@ def matmul(
             raise ValueError(f"matmul: {name} must be a positive int, got {value!r}")
     unit = VectorUnit.of(target)
     tile = choose_tile(m, n, k, dtype, unit)
-    rows = rows or _padded_rows(m, tile, unit)
+    rows_given = rows
+    rows = rows or tile.rows
     cols = cols or tile.cols
     k_unroll = k_unroll or tile.k_unroll
     lanes = tile.lanes if cols % tile.lanes == 0 else cols
@@ -127,6 +129,10 @@ def matmul(
     if pack and prepacked:
         raise ValueError("matmul: pack and prepacked exclude each other (B is packed already)")
     panels = -(-n // cols)
+    panel_bytes = k * cols * as_dtype(dtype).itemsize
+    per_panel = pack and _packs_per_panel(n, cols, panel_bytes, target)
+    if per_panel and rows_given is None:
+        rows = _padded_rows(m, tile, unit)
     A = te.placeholder((m, k), dtype, name="A")
     if prepacked:
         B = te.placeholder((panels, k, cols), dtype, name="B")
@@ -163,8 +169,6 @@ def matmul(
     s[C].reorder(jo, io, ii, ji)
     s[C].unroll(ii)
     _vectorize_columns(s[C], ji, cols, lanes)
-    panel_bytes = k * cols * A.dtype.itemsize
-    per_panel = pack and _packs_per_panel(n, cols, panel_bytes, target)
     group = _panel_group(panels, panel_bytes, target) if per_panel else 1
     if per_panel:  # each panel packed where it is used, on the stack of the thread using it
         tiles = io
