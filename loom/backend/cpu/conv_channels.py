@@ -69,7 +69,8 @@ def channels_last(s: Schedule, reduction: Stage, block: int, pixels: int | None 
     With `pixels` (at least OH x OW), the output's rows are laid end to end instead,
     `[n, m // block, oh * OW + ow, m % block]`, over `pixels` positions: the sums past the
     last pixel repeat the last one's (its reads, clamped), so that whole tiles of pixels
-    cover the axis with no bound check inside the reduction (`flat_pixels`)."""
+    cover the axis with no bound check inside the reduction
+    (conv_schedules._flat_pixels)."""
     red: ComputeOp = reduction.op
     body: Reduce = red.body
     n_iv, m_iv, oh_iv, ow_iv = red.axis

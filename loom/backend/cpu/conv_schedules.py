@@ -58,10 +58,9 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   mobilenet_v2's at 7x7 and 14x14, nudenet's and PP-OCRv4's at 10x10) lays its output's rows
   end to end instead, as MLAS computes a pointwise convolution: a tile of two registers of
   channels x 4-6 consecutive pixels (8-12 accumulators; 10-12 for a long reduction, which no
-  row of 7 or 14 admits),
-  the last tile computing past the last pixel rather than a bound check, its reduction in
-  blocks of about 96 steps outside the tiles (STEP_BLOCK): a block's weights stay in L1
-  cache for every tile, each output still sums its steps in order;
+  row of 7 or 14 admits), the last tile computing past the last pixel rather than a bound
+  check, its reduction in blocks of about 96 steps outside the tiles (STEP_BLOCK): a block's
+  weights stay in L1 cache for every tile, each output still sums its steps in order;
 - tile sizes come from a small cost model (`_tile`): at most ACCUMULATOR_SHARE of the
   vector registers for accumulators, and no more than the registers for the accumulators, the
   loaded vectors a step holds for all of them and one more (`_Budget`: LLVM otherwise keeps
@@ -944,9 +943,9 @@ def _schedule_flat_pixels(s: Schedule, window: _Window, tile: _ChannelTile) -> N
     With `tile.step_block`, the accumulators of all the pixels of a block of channels live in
     one buffer (a few KB, `local`) and the reduction runs in blocks of steps outside the
     tiles: a block's weights (steps x channels) stay in L1 cache while every tile reads them
-    (and its data, steps x pixels, at 7x7), and each output still sums its steps in order. Inside a
-    block, a tile's accumulators stay in registers (no bound check there: LLVM keeps a
-    loop's invariant loads and stores in registers)."""
+    (and its data, steps x pixels, at 7x7), and each output still sums its steps in order.
+    Inside a block, a tile's accumulators stay in registers (no bound check there: LLVM keeps
+    a loop's invariant loads and stores in registers)."""
     reduction, output = window.reduction, window.output
     _, _, rows, columns = (int(d) for d in reduction.op.shape)
     padded = -(-rows * columns // tile.width) * tile.width

@@ -132,7 +132,7 @@ def matmul(
     panel_bytes = k * cols * as_dtype(dtype).itemsize
     per_panel = pack and _packs_per_panel(n, cols, panel_bytes, target)
     if per_panel and rows_given is None:
-        rows = _padded_rows(m, tile, unit)
+        rows = _padded_rows(m, tile.rows, -(-cols // lanes), unit)
     A = te.placeholder((m, k), dtype, name="A")
     if prepacked:
         B = te.placeholder((panels, k, cols), dtype, name="B")
@@ -208,13 +208,14 @@ def _packs_per_panel(n: int, cols: int, panel_bytes: int, target: Target | None)
     return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= _panel_stack(target)
 
 
-def _padded_rows(m: int, tile, unit: VectorUnit) -> int:
-    """The tile's rows: all its accumulators' (PADDED_ROWS_MAX_WASTE), or choose_tile's."""
-    full = max(1, min(m, ACCUMULATORS[32 if unit.registers >= 32 else 16] // tile.vectors))
+def _padded_rows(m: int, rows: int, vectors: int, unit: VectorUnit) -> int:
+    """The rows of a tile of `vectors` vectors a row: all its accumulators' (m padded to whole
+    tiles: PADDED_ROWS_MAX_WASTE), or `rows` (choose_tile's)."""
+    full = max(1, min(m, ACCUMULATORS[32 if unit.registers >= 32 else 16] // vectors))
     covered = -(-m // full) * full
-    if full > tile.rows and covered <= m * (1 + PADDED_ROWS_MAX_WASTE):
+    if full > rows and covered <= m * (1 + PADDED_ROWS_MAX_WASTE):
         return full
-    return tile.rows
+    return rows
 
 
 def _panel_group(panels: int, panel_bytes: int, target: Target | None) -> int:
