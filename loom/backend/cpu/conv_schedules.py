@@ -710,12 +710,11 @@ def _reads_output_pixel(red: ComputeOp, data: ProducerLoad) -> bool:
     1x1 convolution of stride 1 without padding."""
     if not isinstance(data.tensor.op, PlaceholderOp):
         return False
-    _, _, oh, ow = (iv.var for iv in red.axis)
-    single = {r.var: IntImm(0) for r in red.reduce_axis if int(r.dom.extent.value) == 1}
-    rows, columns = (simplify(substitute(i, single)) for i in data.indices[2:])
+    g = grid(red, data)  # the window's offset and step along rows and columns
     return (
-        rows is oh
-        and columns is ow
+        g is not None
+        and g.steps == (1, 1)
+        and all(isinstance(o, IntImm) and o.value == 0 for o in g.offsets)
         and tuple(int(d) for d in data.tensor.shape[2:]) == tuple(int(d) for d in red.shape[2:])
     )
 
