@@ -145,17 +145,15 @@ def matmul(
     # reduction, their sums never stored (PADDED_ROWS_MAX_WASTE)
     covered = -(-m // rows) * rows
     a_row = (lambda i: i) if covered == m else (lambda i: min_(i, IntImm(m - 1)))
-    name = "C" if covered == m else "C.padded"
     if panel is None:
-        sums = te.compute(
-            (covered, n), lambda i, j: te.sum(A[a_row(i), r] * B[r, j], axis=r), name=name
-        )
+        b_at = lambda r, j: B[r, j]  # noqa: E731
     else:
-        sums = te.compute(
-            (covered, n),
-            lambda i, j: te.sum(A[a_row(i), r] * panel[j // cols, r, j % cols], axis=r),
-            name=name,
-        )
+        b_at = lambda r, j: panel[j // cols, r, j % cols]  # noqa: E731
+    sums = te.compute(
+        (covered, n),
+        lambda i, j: te.sum(A[a_row(i), r] * b_at(r, j), axis=r),
+        name="C" if covered == m else "C.padded",
+    )
     if covered == m:
         C = sums
         s = te.create_schedule(C.op)
@@ -170,11 +168,12 @@ def matmul(
     s[C].unroll(ii)
     _vectorize_columns(s[C], ji, cols, lanes)
     group = _panel_group(panels, panel_bytes, target) if per_panel else 1
+    panel_loop = jo  # the loop whose iteration packs its panels (a group's, split off jo)
     if per_panel:  # each panel packed where it is used, on the stack of the thread using it
         tiles = io
         if group > 1:
-            jo_group, jo = s[C].split(jo, factor=group)
-        s[panel].compute_at(s[C], jo_group if group > 1 else jo)
+            panel_loop, jo = s[C].split(jo, factor=group)
+        s[panel].compute_at(s[C], panel_loop)
         s[panel].set_scope("local")
     else:
         tiles = s[C].fuse(jo, io)
@@ -188,11 +187,11 @@ def matmul(
     s[acc].unroll(ti)
     _vectorize_columns(s[acc], tj, cols, lanes)
     if parallel:
-        s[C].parallel((jo_group if group > 1 else jo) if per_panel else tiles)
+        s[C].parallel(panel_loop if per_panel else tiles)
     if pack:
-        p, r, c = s[panel].op.axis
-        if per_panel and group > 1:  # B's row by row, each row's panels in turn
-            s[panel].reorder(r, p, c)
+        p, row, c = s[panel].op.axis
+        if group > 1:  # B's row by row, each row's panels in turn
+            s[panel].reorder(row, p, c)
             s[panel].unroll(p)
         s[panel].vectorize(c)
         if parallel and not per_panel:
