@@ -3,12 +3,13 @@ time, interleaved), the machine's measured FMA peak, printing a table."""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import functools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -32,8 +33,23 @@ def machine_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def only(
+    parser: argparse.ArgumentParser,
+    choice: str | None,
+    names: Sequence[str],
+    what: str,
+    prefix: bool = False,
+) -> list[str]:
+    """The names `--only CHOICE` selects (those containing it, or starting with it with
+    `prefix`; all without it); a usage error naming the choices when it selects none."""
+    chosen = [n for n in names if not choice or (n.startswith(choice) if prefix else choice in n)]
+    if not chosen:
+        parser.error(f"--only {choice!r} matches no {what}; choose from: {', '.join(names)}")
+    return chosen
+
+
 def print_table(headers: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[k]) for r in rows)]) for k, h in enumerate(headers)]
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))

@@ -215,7 +215,8 @@ def main() -> None:
     parser.add_argument("--only", help="only layers whose name contains this")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     opts = parser.parse_args()
-    layers = [ly for ly in LAYERS if not opts.only or opts.only in ly.name]
+    chosen = common.only(parser, opts.only, [ly.name for ly in LAYERS], "layer")
+    layers = [ly for ly in LAYERS if ly.name in chosen]
     print(
         f"loom {loom.__version__} vs onnxruntime {ort.__version__}; {common.machine_threads()} "
         f"cores; medians of {opts.runs} calls in 5 interleaved rounds"

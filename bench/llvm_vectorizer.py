@@ -305,9 +305,10 @@ def main() -> None:
         f"{loom.target.Target('llvm')}; {opts.threads} threads; medians of {opts.repeat} "
         "alternating rounds; times in ms per call (build: ms per build)\n"
     )
+    chosen = common.only(parser, opts.only, list(KERNELS), "kernel")
     rows = []
     for name, make in KERNELS.items():
-        if opts.only not in name:
+        if name not in chosen:
             continue
         m = measure(name, make, opts.repeat)
         (bw1, bc1, rw1, rc1), (bw0, bc0, rw0, rc0) = m[ON], m[OFF]

@@ -156,7 +156,8 @@ def main() -> None:
         ("1x1024x1024 model", lambda: model_case(1, 1024, 1024, rng)),
         ("1x1024x1024 prepacked", lambda: strategy_case(1, 1024, 1024, rng, prepacked=True)),
     ]
-    cases = [make() for label, make in makers if not opts.only or label.startswith(opts.only)]
+    chosen = common.only(parser, opts.only, [label for label, _ in makers], "case", prefix=True)
+    cases = [make() for label, make in makers if label in chosen]
     blas = ", ".join(
         f"{i['internal_api']} ({i.get('architecture', '?')})" for i in threadpool_info()
     )

@@ -153,8 +153,8 @@ def main() -> None:
         shapes[key] = tuple(int(d) for d in dims.split(","))
     models = [("small_cnn", small_cnn())]
     models += [(p.stem, p) for p in sorted(opts.models_dir.glob("**/*.onnx"))]
-    if opts.only:
-        models = [(n, m) for n, m in models if opts.only in n]
+    chosen = common.only(parser, opts.only, [n for n, _ in models], "model")
+    models = [(n, m) for n, m in models if n in chosen]
     print(f"loom {loom.__version__} vs onnxruntime {ort.__version__}; medians of {opts.runs} runs")
     print("ratios: onnxruntime time / loom time (above 1: loom is faster)")
     print(f"this core's measured float32 FMA peak: {common.fma_peak_gflops():.0f} GFLOP/s\n")

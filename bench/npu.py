@@ -230,7 +230,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run only the cases whose name contains this")
     args = parser.parse_args(argv)
-    cases = [c for c in CASES if not args.only or args.only in c.name]
+    chosen = common.only(parser, args.only, [c.name for c in CASES], "case")
+    cases = [c for c in CASES if c.name in chosen]
     rng = np.random.default_rng(17)
     results, notes = [], []
     for case in cases:
