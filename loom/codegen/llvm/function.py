@@ -635,7 +635,11 @@ class FunctionCodegen:
         value = self.expr(s.value)
         if is_bool:
             value = self.builder.zext(value, mt)
-        ptr, contiguous = self.address(s.buffer, self._flat_index(s))
+        index = self._flat_index(s)
+        if dt.lanes > 1 and s.predicate is None and _constant_stride(index):
+            self._strided_store(s.buffer, index, value, dt, align)
+            return
+        ptr, contiguous = self.address(s.buffer, index)
         if dt.lanes == 1 or (contiguous and s.predicate is None):
             self.builder.store(value, ptr, align=align)
             return
@@ -653,6 +657,25 @@ class FunctionCodegen:
             [value, ptr, ir.Constant(I32, align), mask],
             [value.type, ptr.type],
         )
+
+    def _strided_store(self, buffer, index: E.Ramp, value, dt, align: int) -> None:
+        """A vector store along a ramp of constant stride (not 1) as one scalar store per lane
+        at a constant offset from one address: as a scatter, LLVM builds a vector of
+        addresses and extracts each lane's (on AVX2, three instructions a lane for what an
+        addressing mode does; the channel tiles' epilogues of conv_channels.py store so)."""
+        base = self.values.get(buffer.data)
+        if base is None:
+            base = self.value_of(buffer.data)  # its error
+        element = memory_type(dt.element)
+        start = self.builder.gep(base, [self.expr(index.base)], source_etype=element)
+        stride = index.stride.value
+        for lane in range(dt.lanes):
+            address = self.builder.gep(
+                start, [ir.Constant(I64, lane * stride)], source_etype=element
+            )
+            self.builder.store(
+                self.builder.extract_element(value, ir.Constant(I32, lane)), address, align=align
+            )
 
     def _store_lane_by_lane(self, value, ptr, contiguous: bool, mask, dt, align: int) -> None:
         """A predicated or scattered vector store as one guarded scalar store per lane: LLVM's
@@ -922,6 +945,13 @@ class _Region:
 
     def __exit__(self, *exc) -> None:
         self.cg._forget_since(self.mark)
+
+
+def _constant_stride(index: PrimExpr) -> bool:
+    """Whether a vector index is a ramp of a constant stride other than 1 (strided lanes)."""
+    return (
+        isinstance(index, E.Ramp) and isinstance(index.stride, E.IntImm) and index.stride.value != 1
+    )
 
 
 def _unit_stride(index: PrimExpr) -> bool:
