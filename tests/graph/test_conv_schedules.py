@@ -18,7 +18,7 @@ from loom.ir.expr import BufferLoad, Ramp
 from loom.ir.stmt import BufferStore, For, ForKind
 from loom.ir.visitor import post_order_visit
 from loom.te.operation import placeholder
-from loom.te.tensor import Reduce
+from loom.te.tensor import PlaceholderOp, Reduce
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -523,6 +523,35 @@ def test_avx2_lays_a_small_pointwise_output_end_to_end(x_shape, filters, want):
     assert flat_pixels(x_shape, w_shape, ZEN4) is None
     assert flat_pixels(x_shape, w_shape, ZEN3, strides=(2, 2)) is None
     assert flat_pixels(x_shape, w_shape, ZEN3, pads=(1, 1, 1, 1)) is None
+
+
+def epilogue_stores(x_shape, filters):
+    """(lanes, stride) of the vector stores of a 1x1 Conv's output, scheduled for Zen 3."""
+    s, _ = scheduled_conv(x_shape, (filters, x_shape[1], 1, 1), {}, ZEN3, packed=True)
+    args = [st.op.output(0) for st in s.stages if isinstance(st.op, PlaceholderOp)]
+    args += [st.op.output(0) for st in s.stages if st.is_output]
+    found = set()
+
+    def record(n):
+        if isinstance(n, BufferStore) and n.buffer.name == "conv.sum" and n.value.dtype.lanes > 1:
+            found.add((n.value.dtype.lanes, int(n.indices[0].stride.value)))
+
+    for f in loom.lower(s, args, target=AVX2):
+        post_order_visit(f.body, record)
+    return found
+
+
+@pytest.mark.parametrize(
+    "x_shape, filters, want",
+    [
+        ((1, 64, 14, 14), 384, {(4, 1)}),  # no step blocks: a channel's 4 pixels
+        ((1, 576, 14, 14), 96, {(8, 196)}),  # step blocks: 8 channels a register, 8 planes
+    ],
+)
+def test_a_flat_pixel_tile_stores_a_channels_pixels_as_one_vector(x_shape, filters, want):
+    """conv_schedules._schedule_flat_pixels: without step blocks the epilogue stores each
+    channel's pixels (consecutive in the output) as one vector; with them, one channel a lane."""
+    assert epilogue_stores(x_shape, filters) == want
 
 
 @pytest.mark.parametrize("case", FLAT_PIXELS)

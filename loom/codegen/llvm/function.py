@@ -114,6 +114,7 @@ class FunctionCodegen:
         # parameters, a task's closure pointers with closure_noalias, allocations): a store
         # through one of them leaves the loads of the others valid.
         self.distinct: set[Var] = set()
+        self.stack_buffers: set[Var] = set()  # buffers of this function's stack (allocas)
 
     def finish(self) -> None:
         """Close the entry block (allocas first, then the body) and return 0 at the end."""
@@ -481,6 +482,8 @@ class FunctionCodegen:
             v = self._edge_safe_masked_load(e, mt, align)
         elif lanes > 1 and self._strided_stride(e) is not None:
             v = self._strided_load(e, mt, align)
+        elif lanes > 1 and self._lanes_of_stack(e):
+            v = self._load_by_lanes(e, mt, align)
         else:
             ptr, contiguous = self.address(e.buffer, self._flat_index(e))
             if lanes == 1 or (contiguous and e.predicate is None):
@@ -657,6 +660,34 @@ class FunctionCodegen:
             [value, ptr, ir.Constant(I32, align), mask],
             [value.type, ptr.type],
         )
+
+    def _lanes_of_stack(self, e: E.BufferLoad) -> bool:
+        """Whether `e` reads a stack buffer along a ramp of constant stride, unpredicated."""
+        return (
+            e.predicate is None
+            and e.buffer.data in self.stack_buffers
+            and _constant_stride(self._flat_index(e))
+        )
+
+    def _load_by_lanes(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
+        """A vector load of a stack buffer along a ramp of constant stride as one scalar load
+        per lane at a constant offset from one address, inserted into the vector: a gather
+        keeps the buffer in memory, where these leave LLVM the registers it may hold (a flat
+        pixel tile's accumulators, each of its channels read across the pixels:
+        conv_schedules._schedule_flat_pixels)."""
+        index = e.indices[0]
+        element = memory_type(e.buffer.dtype)
+        start = self.builder.gep(
+            self.value_of(e.buffer.data), [self.expr(index.base)], source_etype=element
+        )
+        v = ir.Constant(mt, ir.Undefined)
+        for lane in range(e.dtype.lanes):
+            offset = ir.Constant(I64, lane * index.stride.value)
+            x = self.builder.load(
+                self.builder.gep(start, [offset], source_etype=element), typ=mt.element, align=align
+            )
+            v = self.builder.insert_element(v, x, ir.Constant(I32, lane))
+        return v
 
     def _strided_store(self, buffer, index: E.Ramp, value, dt, align: int) -> None:
         """A vector store along a ramp of constant stride (not 1) as one scalar store per lane

@@ -237,6 +237,7 @@ class ModuleCodegen:
         cg.stack_bytes += nbytes
         align = max(buf.alignment, self.alignment)
         cg.bind(buf.data, cg.alloca(ir.ArrayType(I8, max(nbytes, 1)), align))
+        cg.stack_buffers.add(buf.data)
         with cg.region():  # an unrolled copy binds buf.data again: nothing of this one is reused
             cg.stmt(s.body)
 
