@@ -354,11 +354,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
     stored = sorted(p.stem for p in bench_models.models_dir().glob("*.onnx"))
-    unknown = [name for name in args.only or [] if name not in stored]
+    names = args.only or ["mobilenet_v2", "resnet18"]
+    unknown = [name for name in names if name not in stored]
     if unknown:
-        choices = ", ".join(stored)
-        parser.error(f"--only {unknown[0]!r}: no such model stored; choose from: {choices}")
-    for name in args.only or ["mobilenet_v2", "resnet18"]:
+        choices = ", ".join(stored) or f"none in {bench_models.models_dir()} (make models)"
+        parser.error(f"model {unknown[0]!r} is not stored; choose --only from: {choices}")
+    for name in names:
         measure(name, args.runs, args.top)
 
 

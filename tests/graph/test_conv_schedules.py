@@ -534,7 +534,10 @@ def epilogue_stores(x_shape, filters):
 
     def record(n):
         if isinstance(n, BufferStore) and n.buffer.name == "conv.sum" and n.value.dtype.lanes > 1:
-            found.add((n.value.dtype.lanes, int(n.indices[0].stride.value)))
+            index = n.indices[0]
+            found.add(
+                (n.value.dtype.lanes, int(index.stride.value) if isinstance(index, Ramp) else None)
+            )
 
     for f in loom.lower(s, args, target=AVX2):
         post_order_visit(f.body, record)

@@ -480,10 +480,10 @@ class FunctionCodegen:
         mt, align, is_bool = _access(dt)
         if e.predicate is not None and lanes > 1 and not self.mcg.masked_loads_are_safe:
             v = self._edge_safe_masked_load(e, mt, align)
-        elif lanes > 1 and self._strided_stride(e) is not None:
-            v = self._strided_load(e, mt, align)
         elif lanes > 1 and self._lanes_of_stack(e):
             v = self._load_by_lanes(e, mt, align)
+        elif lanes > 1 and self._strided_stride(e) is not None:
+            v = self._strided_load(e, mt, align)
         else:
             ptr, contiguous = self.address(e.buffer, self._flat_index(e))
             if lanes == 1 or (contiguous and e.predicate is None):
@@ -662,31 +662,35 @@ class FunctionCodegen:
         )
 
     def _lanes_of_stack(self, e: E.BufferLoad) -> bool:
-        """Whether `e` reads a stack buffer along a ramp of constant stride, unpredicated."""
-        return (
-            e.predicate is None
-            and e.buffer.data in self.stack_buffers
-            and _constant_stride(self._flat_index(e))
-        )
+        """Whether `e` reads a stack buffer along a ramp of constant stride."""
+        return e.buffer.data in self.stack_buffers and _constant_stride(self._flat_index(e))
 
     def _load_by_lanes(self, e: E.BufferLoad, mt: ir.Type, align: int) -> ir.Value:
         """A vector load of a stack buffer along a ramp of constant stride as one scalar load
         per lane at a constant offset from one address, inserted into the vector: a gather
         keeps the buffer in memory, where these leave LLVM the registers it may hold (a flat
         pixel tile's accumulators, each of its channels read across the pixels:
-        conv_schedules._schedule_flat_pixels)."""
+        conv_schedules._schedule_flat_pixels). With a predicate, a lane that is off reads the
+        buffer's first element and is zero (constant once the tile is unrolled: a flat pixel
+        tile's last one computes past the last pixel)."""
         index = e.indices[0]
         element = memory_type(e.buffer.dtype)
-        start = self.builder.gep(
-            self.value_of(e.buffer.data), [self.expr(index.base)], source_etype=element
-        )
+        base = self.value_of(e.buffer.data)
+        start = self.builder.gep(base, [self.expr(index.base)], source_etype=element)
+        mask = None if e.predicate is None else self.expr(e.predicate)
+        zero = ir.Constant(mt.element, None)
         v = ir.Constant(mt, ir.Undefined)
         for lane in range(e.dtype.lanes):
+            k = ir.Constant(I32, lane)
             offset = ir.Constant(I64, lane * index.stride.value)
-            x = self.builder.load(
-                self.builder.gep(start, [offset], source_etype=element), typ=mt.element, align=align
-            )
-            v = self.builder.insert_element(v, x, ir.Constant(I32, lane))
+            address = self.builder.gep(start, [offset], source_etype=element)
+            on = None if mask is None else self.builder.extract_element(mask, k)
+            if on is not None:
+                address = self.builder.select(on, address, base)
+            x = self.builder.load(address, typ=mt.element, align=align)
+            if on is not None:
+                x = self.builder.select(on, x, zero)
+            v = self.builder.insert_element(v, x, k)
         return v
 
     def _strided_store(self, buffer, index: E.Ramp, value, dt, align: int) -> None:
