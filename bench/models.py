@@ -1,6 +1,6 @@
 """Whole models: loom (1 and 2 threads) against onnxruntime (1 and 2 threads), in one process,
 runs interleaved, medians of wall time and of process CPU time, and the ratios (above 1: loom is
-faster). The models are the ones `python scripts/fetch-models.py` put in the models cache, plus
+faster), then the geometric mean of the wall ratios at each thread count. The models are the ones `python scripts/fetch-models.py` put in the models cache, plus
 a small CNN built here, so the bench runs on a machine without the cache.
 
     python bench/models.py [--runs 20] [--only NAME] [--models-dir DIR]
@@ -166,6 +166,13 @@ def main() -> None:
             print(f"{name}: not compiled: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
     headers = ["model", "threads", "kernels", "compile s", "loom ms", "ort ms"]
     common.print_table([*headers, "wall ratio", "cpu ratio", "max abs err"], rows)
+    for threads in ("1", "2"):
+        ratios = [float(r[6]) for r in rows if r[1] == threads]
+        if ratios:
+            mean = statistics.geometric_mean(ratios)
+            print(
+                f"{threads} thread(s): wall ratios' geometric mean {mean:.3f}, {len(ratios)} models"
+            )
 
 
 if __name__ == "__main__":
