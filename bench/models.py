@@ -1,7 +1,8 @@
 """Whole models: loom (1 and 2 threads) against onnxruntime (1 and 2 threads), in one process,
 runs interleaved, medians of wall time and of process CPU time, and the ratios (above 1: loom is
-faster), then the geometric mean of the wall ratios at each thread count. The models are the ones `python scripts/fetch-models.py` put in the models cache, plus
-a small CNN built here, so the bench runs on a machine without the cache.
+faster), then the geometric mean of the wall ratios at each thread count. The models are the
+ones `python scripts/fetch-models.py` put in the models cache, plus a small CNN built here, so
+the bench runs on a machine without the cache.
 
     python bench/models.py [--runs 20] [--only NAME] [--models-dir DIR]
 

@@ -673,17 +673,12 @@ class FunctionCodegen:
         conv_schedules._schedule_flat_pixels). With a predicate, a lane that is off reads the
         buffer's first element and is zero (constant once the tile is unrolled: a flat pixel
         tile's last one computes past the last pixel)."""
-        index = e.indices[0]
-        element = memory_type(e.buffer.dtype)
         base = self.value_of(e.buffer.data)
-        start = self.builder.gep(base, [self.expr(index.base)], source_etype=element)
         mask = None if e.predicate is None else self.expr(e.predicate)
         zero = ir.Constant(mt.element, None)
         v = ir.Constant(mt, ir.Undefined)
-        for lane in range(e.dtype.lanes):
+        for lane, address in enumerate(self._lane_addresses(e.buffer, e.indices[0], e.dtype)):
             k = ir.Constant(I32, lane)
-            offset = ir.Constant(I64, lane * index.stride.value)
-            address = self.builder.gep(start, [offset], source_etype=element)
             on = None if mask is None else self.builder.extract_element(mask, k)
             if on is not None:
                 address = self.builder.select(on, address, base)
@@ -698,19 +693,22 @@ class FunctionCodegen:
         at a constant offset from one address: as a scatter, LLVM builds a vector of
         addresses and extracts each lane's (on AVX2, three instructions a lane for what an
         addressing mode does; the channel tiles' epilogues of conv_channels.py store so)."""
-        base = self.values.get(buffer.data)
-        if base is None:
-            base = self.value_of(buffer.data)  # its error
+        for lane, address in enumerate(self._lane_addresses(buffer, index, dt)):
+            element = self.builder.extract_element(value, ir.Constant(I32, lane))
+            self.builder.store(element, address, align=align)
+
+    def _lane_addresses(self, buffer, index: E.Ramp, dt: DataType) -> list[ir.Value]:
+        """The addresses of the lanes of an access of `buffer` along `index` (a ramp of
+        constant stride): constant offsets from the first lane's."""
         element = memory_type(dt.element)
-        start = self.builder.gep(base, [self.expr(index.base)], source_etype=element)
+        start = self.builder.gep(
+            self.value_of(buffer.data), [self.expr(index.base)], source_etype=element
+        )
         stride = index.stride.value
-        for lane in range(dt.lanes):
-            address = self.builder.gep(
-                start, [ir.Constant(I64, lane * stride)], source_etype=element
-            )
-            self.builder.store(
-                self.builder.extract_element(value, ir.Constant(I32, lane)), address, align=align
-            )
+        return [
+            self.builder.gep(start, [ir.Constant(I64, lane * stride)], source_etype=element)
+            for lane in range(dt.lanes)
+        ]
 
     def _store_lane_by_lane(self, value, ptr, contiguous: bool, mask, dt, align: int) -> None:
         """A predicated or scattered vector store as one guarded scalar store per lane: LLVM's
