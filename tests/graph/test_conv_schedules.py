@@ -709,6 +709,24 @@ def test_the_conv_loop_is_multiply_adds_on_full_vectors():
     assert all("%xmm" not in line for line in fmas), [ln for ln in fmas if "%xmm" in ln][:4]
 
 
+def test_a_wide_window_keeps_its_rows_a_loop_when_unrolled_they_would_spill():
+    """resnet18's 7x7/2 stem on AVX2: 8 accumulators x 49 window steps unrolled spilled 64
+    vectors to the stack (conv_schedules.MAX_UNROLLED_STEPS); its columns unroll, its rows
+    stay a loop."""
+    attrs = {"kernel_shape": [7, 7], "strides": [2, 2], "pads": [3] * 4}
+    s, _ = scheduled_conv((1, 3, 224, 224), (64, 3, 7, 7), attrs, CPUS["avx2"])
+    local = next(st for st in s.stages if st.op.name == "conv.sum.local")
+    kinds = {iv.name: kind for iv, kind in local.loop_kinds.items()}
+    assert [r.var.name for r in local.op.reduce_axis] == ["rc", "rk0", "rk1"]
+    assert kinds.get("rk1") == ForKind.UNROLLED and "rk0" not in kinds, kinds
+    # a 3x3 window of the same tile stays unrolled whole
+    attrs = {"kernel_shape": [3, 3], "pads": [1] * 4}
+    s, _ = scheduled_conv((1, 64, 56, 56), (64, 64, 3, 3), attrs, CPUS["avx2"])
+    local = next(st for st in s.stages if st.op.name.endswith(".local"))
+    kinds = {iv.name: kind for iv, kind in local.loop_kinds.items()}
+    assert kinds.get("rk0") == kinds.get("rk1") == ForKind.UNROLLED, kinds
+
+
 def test_the_padded_input_is_computed_once_outside_the_reduction():
     x, w = floats(1, 16, 30, 32), floats(16, 16, 3, 3)
     compiled = loom.compile(conv_model(x, w, None, None, pads=[1] * 4))
