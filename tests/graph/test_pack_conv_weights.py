@@ -234,13 +234,12 @@ def test_compiled_results_and_contiguous_weight_loads(x_shape, w_shape, attrs):
     [
         # each block within x86-64's 12 accumulator registers (a larger one is read through
         # a division: test_a_block_unlike_the_tile_divides)
-        # blocks of 4 channels; x86-64's own tile 2 (of 64 input channels, a reduction long
-        # enough for its flat grid's 4: conv_schedules.LONG_REDUCTION_STEPS)
-        ((1, 16, 56, 56), (64, 16, 3, 3), {"pads": (1, 1, 1, 1)}, ZEN4),
+        # blocks of 4 channels; x86-64's own tile 2
+        ((1, 8, 112, 112), (32, 8, 3, 3), {"pads": (1, 1, 1, 1)}, ZEN4),
         (*CASES[1], ZEN5),  # 8 (x86-64 takes them in its lanes); its own 2
         (*CASES[-1], ZEN3),  # 8, in the lanes (x86-64 takes them as rows); its own 4
     ],
-    ids=["56x56, Zen 4", "28x28, Zen 5", "14x14 stride 2, AVX2"],
+    ids=["112x112, Zen 4", "28x28, Zen 5", "14x14 stride 2, AVX2"],
 )
 def test_another_cpus_tile_takes_the_block(x_shape, w_shape, attrs, packed_for):
     """Weights packed for one CPU's tiles (`packed_for`), then compiled for a target whose own
