@@ -737,7 +737,7 @@ def test_a_wide_window_keeps_its_rows_a_loop_when_unrolled_they_would_spill():
     kinds = {iv.name: kind for iv, kind in local.loop_kinds.items()}
     assert [r.var.name for r in local.op.reduce_axis] == ["rc", "rk0", "rk1"]
     assert kinds.get("rk1") == ForKind.UNROLLED and "rk0" not in kinds, kinds
-    # a 3x3 window of the same tile stays unrolled whole
+    # a 3x3 window (its flat grid's 12 accumulators x 9 steps) stays unrolled whole
     attrs = {"kernel_shape": [3, 3], "pads": [1] * 4}
     s, _ = scheduled_conv((1, 64, 56, 56), (64, 64, 3, 3), attrs, CPUS["avx2"])
     local = next(st for st in s.stages if st.op.name.endswith(".local"))
