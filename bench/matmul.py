@@ -7,7 +7,8 @@ above 1, loom is faster), the compile time, and the machine's measured FMA peak 
 
 The cases (M x N x K):
 - 1024x1024x1024, 512x512x512, 64x1024x1024: `loom.backend.cpu.strategies.matmul` (B packed into
-  panels inside the kernel from 256 rows of A on, PACK_MIN_ROWS);
+  panels inside the kernel from 256 rows of A on, PACK_MIN_ROWS, or from 4 row tiles when
+  the panels are a cache line wide or the rows of B 4 KB apart: NARROW_PACK_MIN_TILES);
 - 1x1024x1024 model: `loom.compile` of a one-node ONNX MatMul whose B is an initializer (a
   batch-1 dense layer with constant weights: no repacking per call), timed by calling the
   model's `main` with preallocated arrays;

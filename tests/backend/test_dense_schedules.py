@@ -90,20 +90,22 @@ def test_strategy_packs_b_only_for_many_rows():
 
 
 @pytest.mark.parametrize(
-    "target, packs_from",
+    "target, n, packs_from",
     [
-        ("llvm -mcpu=haswell -mattr=+avx2,+fma", 4 * cpu.NARROW_PACK_MIN_TILES),  # 4 x 16 tiles
-        ("llvm -mcpu=znver4 -mattr=+avx512f", cpu.PACK_MIN_ROWS),  # 64-float panels: 256 bytes
+        ("llvm -mcpu=haswell -mattr=+avx2,+fma", 768, 4 * cpu.NARROW_PACK_MIN_TILES),  # 4 x 16
+        ("llvm -mcpu=znver4 -mattr=+avx512f", 768, cpu.PACK_MIN_ROWS),  # 64 floats: 256 bytes
+        ("llvm -mcpu=znver4 -mattr=+avx512f", 1024, 4 * cpu.NARROW_PACK_MIN_TILES),  # 4 KB apart
     ],
-    ids=["avx2", "avx512"],
+    ids=["avx2", "avx512", "avx512-rows-4kb-apart"],
 )
-def test_panels_a_cache_line_wide_are_packed_for_fewer_rows(target, packs_from):
-    """AVX2's panels of 16 floats are a cache line per row of B: packed from four row tiles
-    of A (measured in strategies.NARROW_PANEL_BYTES), AVX-512's 64-float panels from
-    PACK_MIN_ROWS rows."""
+def test_panels_the_l1_holds_badly_are_packed_for_fewer_rows(target, n, packs_from):
+    """AVX2's panels of 16 floats are a cache line per row of B, and rows of B 4 KB apart share
+    their L1 sets: packed from four row tiles of A (measured in strategies.NARROW_PANEL_BYTES
+    and SET_STRIDE_BYTES); AVX-512's 64-float panels of rows 3 KB apart from PACK_MIN_ROWS
+    rows."""
     pinned = loom.target.Target(target)
-    for m in (packs_from - 1, packs_from):
-        sch, _ = cpu.matmul(m, 1024, 1024, target=pinned)
+    for m in (packs_from - 4, packs_from):
+        sch, _ = cpu.matmul(m, n, 1024, target=pinned)
         assert ("packedB" in {st.op.name for st in sch.stages}) == (m == packs_from), m
 
 
