@@ -25,6 +25,7 @@ import re
 
 from tqdm import tqdm
 
+from loom.codegen.llvm.fast_math import FLUSH_DENORMALS_ATTR, flushes_denormals
 from loom.errors import LoomError
 from loom.graph.ir import Graph, Node, TensorType
 from loom.graph.ops import OPERATORS, Pattern
@@ -278,6 +279,8 @@ def lower_graph(graph: Graph, progress: bool | None = None, target=None) -> Lowe
     main = main.with_attr(TENSORS_ATTR, tuple(buffers[v] for v in workspace))
     data = tuple((buffers[v], ConstantData(v, graph.constants[v])) for v in constants)
     main = main.with_attr(CONSTANTS_ATTR, data)
+    if flushes_denormals(target):
+        main = main.with_attr(FLUSH_DENORMALS_ATTR, True)
     return LoweredGraph(
         IRModule((main, *functions)),
         tuple(graph.inputs),

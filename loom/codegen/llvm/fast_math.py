@@ -9,6 +9,13 @@
 - `-fp-reassoc=1` (off by default) adds `reassoc`: LLVM may reorder chains of float additions
   and multiplications as if they were associative (C's `-fassociative-math`), for example to
   vectorize or interleave a reduction loop. Results then depend on the order LLVM picks.
+- `-fp-flush-denormals=1` (the default) runs a compiled model's `main` with the CPU's
+  flush-to-zero and denormals-are-zero modes on (x86's MXCSR FTZ and DAZ bits), restored when it
+  returns; the thread pool's workers take the launching thread's modes for its tasks. Intel
+  cores take a microcode assist, ~100 cycles, per operation on a denormal (SiLU's `x *
+  sigmoid(x)` of large negative x makes many), AMD's do not; onnxruntime's sigmoid never makes
+  one. Results below 2^-126 become zero: docs/native.md, "Denormals". `-fp-flush-denormals=0`
+  keeps them. Kernels built alone (`loom.build`) keep the caller's modes.
 
 No other flag is ever set: NaN, infinity and signed zero keep their IEEE meaning.
 """
@@ -24,10 +31,15 @@ if TYPE_CHECKING:  # the target package registers the kinds, which import this
 
 CONTRACT_OPTION = "fp-contract"
 REASSOC_OPTION = "fp-reassoc"
-OPTIONS = (CONTRACT_OPTION, REASSOC_OPTION)
+FLUSH_DENORMALS_OPTION = "fp-flush-denormals"
+OPTIONS = (CONTRACT_OPTION, REASSOC_OPTION, FLUSH_DENORMALS_OPTION)
 """The target options of every target kind whose code LLVM generates."""
 
-_DEFAULTS = {CONTRACT_OPTION: "1", REASSOC_OPTION: "0"}
+FLUSH_DENORMALS_ATTR = "model.flush_denormals"
+"""PrimFunc attribute: its entry point runs it with denormals flushed (a model's `main`, set by
+graph/lower.py where flushes_denormals(target))."""
+
+_DEFAULTS = {CONTRACT_OPTION: "1", REASSOC_OPTION: "0", FLUSH_DENORMALS_OPTION: "1"}
 
 
 def _enabled(target: Target, option: str) -> bool:
@@ -45,3 +57,8 @@ def float_flags(target: Target) -> tuple[str, ...]:
     if _enabled(target, REASSOC_OPTION):
         flags.append("reassoc")
     return tuple(flags)
+
+
+def flushes_denormals(target: Target | None) -> bool:
+    """Whether a model compiled for `target` (None: the default) runs with denormals flushed."""
+    return target is None or _enabled(target, FLUSH_DENORMALS_OPTION)

@@ -24,7 +24,7 @@ from loom.codegen.common import (
     stack_buffer_bytes,
     unknown_global,
 )
-from loom.codegen.llvm.fast_math import float_flags
+from loom.codegen.llvm.fast_math import FLUSH_DENORMALS_ATTR, float_flags
 from loom.codegen.llvm.function import FunctionCodegen
 from loom.codegen.llvm.types import I1, I8, I32, I64, PTR, value_type
 from loom.errors import LoomError
@@ -41,6 +41,10 @@ from loom.transform.lower_parallel import (
 
 if TYPE_CHECKING:  # the target package registers the kinds, which import this
     from loom.target.target import Target
+
+
+MXCSR_FTZ, MXCSR_DAZ = 1 << 15, 1 << 6
+"""x86's MXCSR bits: flush denormal results to zero; read denormal operands as zero."""
 
 
 def _key(value):
@@ -210,7 +214,27 @@ class ModuleCodegen:
             slot = b.gep(entry.args[0], [self.constant(I64, k)], source_etype=PTR)
             ptr = b.load(slot, typ=PTR)
             args.append(ptr if isinstance(param, Buffer) else self._load_scalar(b, ptr, param))
-        b.ret(b.call(impl, args))
+        if func.attr(FLUSH_DENORMALS_ATTR) and self.target.triple.startswith("x86_64"):
+            b.ret(self._with_denormals_flushed(b, impl, args))
+        else:
+            b.ret(b.call(impl, args))
+
+    def _with_denormals_flushed(self, b: ir.IRBuilder, impl: ir.Function, args) -> ir.Value:
+        """`impl(args)` with MXCSR's flush-to-zero and denormals-are-zero bits set, the caller's
+        MXCSR restored after (fast_math.py, -fp-flush-denormals). `impl` is not inlined: LLVM
+        assumes the default floating-point modes and could move its arithmetic across the
+        switch."""
+        impl.attributes.add("noinline")
+        saved, flushed = b.alloca(I32), b.alloca(I32)
+        saved.type = flushed.type = PTR  # opaque, like every pointer in LLVM 22
+        b.call(self.declare("llvm.x86.sse.stmxcsr", ir.VoidType(), [PTR]), [saved])
+        mode = b.or_(b.load(saved, typ=I32), self.constant(I32, MXCSR_FTZ | MXCSR_DAZ))
+        b.store(mode, flushed)
+        load_mxcsr = self.declare("llvm.x86.sse.ldmxcsr", ir.VoidType(), [PTR])
+        b.call(load_mxcsr, [flushed])
+        status = b.call(impl, args)
+        b.call(load_mxcsr, [saved])
+        return status
 
     @staticmethod
     def _load_scalar(b: ir.IRBuilder, ptr: ir.Value, param: Var) -> ir.Value:

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #define LOOM_ERROR_SIZE 1024
 #define LOOM_MAX_THREADS 256
@@ -87,8 +90,28 @@ typedef struct {
     atomic_int done_tasks;
     atomic_int failed;
     int workers; /* pool threads holding this job; guarded by pool_lock */
+    unsigned fp_modes; /* the launcher's floating-point modes, which its tasks run with */
     char error[LOOM_ERROR_SIZE];
 } job_t;
+
+/* A thread's floating-point modes that a model may change for its run (x86's MXCSR: flush to
+ * zero, denormals are zero; fast_math.py, -fp-flush-denormals): a pool thread runs a job's
+ * tasks with its launcher's, then goes back to its own. */
+static unsigned fp_modes_get(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return _mm_getcsr();
+#else
+    return 0;
+#endif
+}
+
+static void fp_modes_set(unsigned modes) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(modes);
+#else
+    (void)modes;
+#endif
+}
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -129,7 +152,10 @@ static void *worker_main(void *arg) {
         if (job) job->workers++;
         pthread_mutex_unlock(&pool_lock);
         if (!job) continue;
+        unsigned own_modes = fp_modes_get();
+        fp_modes_set(job->fp_modes);
         run_tasks(job);
+        fp_modes_set(own_modes);
         /* The job lives on the launcher's stack: the launcher returns only after every worker
          * that picked it up has let go of it here. */
         pthread_mutex_lock(&pool_lock);
@@ -208,7 +234,7 @@ int32_t loom_parallel_launch(loom_task_fn fn, void *closure, int32_t num_tasks) 
         pthread_mutex_trylock(&launch_lock) != 0) {
         return run_serially(fn, closure, num_tasks);
     }
-    job_t job = {.fn = fn, .closure = closure, .num_tasks = num_tasks};
+    job_t job = {.fn = fn, .closure = closure, .num_tasks = num_tasks, .fp_modes = fp_modes_get()};
     atomic_init(&job.next_task, 0);
     atomic_init(&job.done_tasks, 0);
     atomic_init(&job.failed, 0);
