@@ -18,7 +18,7 @@ from loom.graph.ir import Graph, Node, TensorType
 from loom.graph.ops import OPERATORS
 from loom.graph.ops.nn import WEIGHT_BLOCK, block_weights, conv_evaluate, unblock_weights
 from loom.graph.passes.infer_types import infer_types
-from loom.ir.expr import BufferLoad, Div, FloorDiv, FloorMod, Mod, Ramp, ShiftRight
+from loom.ir.expr import BufferLoad, Div, FloorDiv, FloorMod, Mod, Ramp, ShiftRight, Var
 from loom.ir.visitor import post_order_visit
 from loom.model import lower_model
 from loom.target import Target
@@ -187,9 +187,16 @@ def _weight_loads(module, name: str) -> list[BufferLoad]:
 
 
 def _divides(e) -> bool:
+    """Whether `e` divides anything but a fused tile loop's index (which a channel tile's
+    parallel loop over blocks, rows and columns divides once per tile to find its block)."""
     found = []
     kinds = (Div, Mod, FloorDiv, FloorMod, ShiftRight)
-    post_order_visit(e, lambda n: found.append(n) if isinstance(n, kinds) else None)
+
+    def visit(n):
+        if isinstance(n, kinds) and not (isinstance(n.a, Var) and n.a.name.endswith(".fused")):
+            found.append(n)
+
+    post_order_visit(e, visit)
     return bool(found)
 
 

@@ -184,6 +184,19 @@ FLAT_MIN_GAIN = 1.02
 """A convolution is computed on its flattened grid (conv_flat.py) when that computes this
 much more useful output per cycle than rows of whole vectors."""
 
+CACHE_LINE_BYTES = 64
+"""x86's cache line: a vector load of this many bytes at any other offset spans two."""
+
+FLAT_SPLIT_BAND = 1.01
+"""Flat-grid tiles whose useful output per cycle is within this factor of the best are ranked
+by the L1 accesses of a multiply-add when the vectors are cache lines (AVX-512) and the window
+moves: a load at a lane offset crosses a line, two accesses (the broadcast weights one). The
+cost model's cycles, which count a load as one, do not see it. Measured on an Intel Xeon
+(AVX-512), one thread, paired against onnxruntime, 3x3 convolutions at 56x56: 64 -> 64
+channels 0.88x with 4 channels x 5 vectors (20 accumulators, 0.7 accesses a multiply-add),
+0.95x with 8 x 3 (0.58; 15.60 useful lanes a cycle against 15.68), 8 x 2 0.94x, 16 x 1 0.84x;
+32 -> 64, 128 -> 64, 64 -> 128 and 64 -> 64 at 40x40 alike (8 x 3 6-10 % faster)."""
+
 FLAT_DATA_IN_CACHE = 512 * 1024
 """A flat grid's data copy up to this size is swept once per channel tile (it stays in the
 L2 cache, 1 MB on Zen 4: resnet18's 3x3 convolutions at 28x28 and 14x14, 445 and 261 KB, are
@@ -221,6 +234,22 @@ the channel tile 1.2 times faster (1.94-2.10 ms against 2.41-2.48; onnxruntime 1
 the whole model's sequence 1.56 ms against 1.90 (bench/model_gap.py; resnet18 whole: within
 its noise, paired 0.997 and 1.001), a 3x3/2 convolution 16 -> 32 from 56x56 1.3 times.
 """
+
+SPLIT_LOADS_CHANNEL_GAIN = 1.0
+"""CHANNEL_MIN_GAIN where the other tiles' input loads cross cache lines (`_splits_lines`:
+AVX-512 on a full-width core, a window that moves): as good a score suffices. A channel tile
+loads whole-line weight vectors and broadcasts its inputs, none crossing a line. Measured on an
+Intel Xeon (AVX-512), one thread, paired against onnxruntime: resnet18's 3x3 convolutions
+64 -> 64 at 56x56 0.91x as the flat grid (8 channels x 3 vectors, 15.6 useful lanes a
+cycle) against 0.99x as a channel tile (32 channels x 8 pixels, 16.0), 128 -> 128 at 28x28
+0.94x against 1.07x, 128 -> 64 at 56x56 0.91x against 0.93x; the 7x7/2 stem (147 steps)
+0.99x against 1.05x."""
+
+SPLIT_LOADS_MIN_STEPS = 64
+"""SPLIT_LOADS_CHANNEL_GAIN applies from this many reduction steps on: a shorter reduction
+does not pay for a channel tile's (its tile of channels x pixels is transposed into the
+output's rows). Measured as above: mobilenet_v2's 3x3/2 stem (27 steps) 1.5x slower as a
+channel tile."""
 
 MAX_CHANNEL_PIXELS = 14
 """A channel tile (conv_channels.py) takes at most this many output pixels of a row."""
@@ -381,9 +410,27 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
         gain = ROWS_FIRST_CHANNEL_GAIN
     if budget.registers == 16 and found is not None and _strided_grid(found[0]):
         gain = STRIDED_FLAT_CHANNEL_GAIN
+    if (
+        _splits_lines(window, lanes, halves)
+        and _steps(window.reduction.op) >= SPLIT_LOADS_MIN_STEPS
+    ):
+        gain = SPLIT_LOADS_CHANNEL_GAIN
     if across is not None and (found is None or across[1] >= found[1] * gain):
         return across[0]
     return None if found is None else found[0]
+
+
+def _splits_lines(window: _Window, vector: int, halves: bool) -> bool:
+    """Whether a tile's input loads of `vector` lanes cross a cache line at nearly every load
+    (FLAT_SPLIT_BAND, SPLIT_LOADS_CHANNEL_GAIN): the vector is a whole line, on a core that
+    runs it whole (not `halves`), and the window moves along the data's rows or columns, so
+    that its loads start at every lane offset."""
+    red: ComputeOp = window.reduction.op
+    if halves or vector * red.dtype.itemsize < CACHE_LINE_BYTES:
+        return False
+    data = _window_load(red)
+    moving = [r.var for r in red.reduce_axis if int(r.dom.extent.value) > 1]
+    return data is not None and any(_uses(i, v) for i in data.indices[2:] for v in moving)
 
 
 def _strided_grid(tile) -> bool:
@@ -757,10 +804,11 @@ def _flat_tile(
     if g is None or (g.steps != (1, 1) and all(isinstance(o, IntImm) for o in g.offsets)):
         return None  # a strided 1x1 convolution: rows of its subsampled data are faster
     chains = _chains(window)
-    best, best_score = None, None
+    candidates = []
     for vector in (lanes, lanes // 2):
         if vector < MIN_COLUMNS:
             continue
+        splits = _splits_lines(window, vector, halves)
         for registers in range(1, MAX_ROW_REGISTERS + 1):
             width = registers * vector
             computed = -(-g.last // width) * width
@@ -771,10 +819,19 @@ def _flat_tile(
                 loads = registers + tc
                 cycles = _cycles(accumulators, loads, halves and vector == lanes, chains)
                 useful = tc * width * g.outputs / computed
-                score = (useful / cycles, -computed, -loads / accumulators, width)
-                if best_score is None or score > best_score:
-                    best, best_score = (_Tile(tc, 1, width, vector), g, computed), score
-    return None if best is None else (best, best_score[0])
+                accesses = (2 if splits else 1) * registers + tc
+                tile = (_Tile(tc, 1, width, vector), g, computed)
+                score = (-computed, -loads / accumulators, width)
+                candidates.append((useful / cycles, splits, accesses / accumulators, score, tile))
+    if not candidates:
+        return None
+    rate = max(c[0] for c in candidates)
+    if any(c[1] for c in candidates):  # near-ties: the fewest L1 accesses per multiply-add
+        near = [c for c in candidates if c[0] >= rate / FLAT_SPLIT_BAND]
+        chosen = max(near, key=lambda c: (-c[2], c[0], c[3]))
+    else:
+        chosen = max(candidates, key=lambda c: (c[0], c[3]))
+    return chosen[4], chosen[0]
 
 
 # -- the schedule ---------------------------------------------------------------------------------
