@@ -387,9 +387,12 @@ class StageEval:
             return 0.0
         (a, _), (b, _) = self.eval(node[1], mask), self.eval(node[2], mask)
         with np.errstate(all="ignore"):
-            exact = a.astype("float64") * b.astype("float64")
-            rounded = _binary("mul", a, b, a.dtype.name).astype("float64")
-            return np.abs(np.where(np.isfinite(exact) & np.isfinite(rounded), exact - rounded, 0.0))
+            rounded = _binary("mul", a, b, a.dtype.name)
+            if rounded.dtype == np.float64:  # no wider type holds the exact product: its bound
+                slack = np.abs(np.spacing(rounded)) / 2
+            else:  # float32 and float16 products are exact in float64
+                slack = np.abs(a.astype("float64") * b.astype("float64") - rounded)
+            return np.where(np.isfinite(slack), slack, 0.0)
 
     def binary(self, node, mask):
         op = node[0]
