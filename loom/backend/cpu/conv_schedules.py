@@ -820,18 +820,37 @@ def _flat_tile(
                 cycles = _cycles(accumulators, loads, halves and vector == lanes, chains)
                 useful = tc * width * g.outputs / computed
                 accesses = (2 if splits else 1) * registers + tc
-                tile = (_Tile(tc, 1, width, vector), g, computed)
-                score = (-computed, -loads / accumulators, width)
-                candidates.append((useful / cycles, splits, accesses / accumulators, score, tile))
+                candidates.append(
+                    _FlatCandidate(
+                        (_Tile(tc, 1, width, vector), g, computed),
+                        useful / cycles,
+                        (-computed, -loads / accumulators, width),
+                        splits,
+                        accesses / accumulators,
+                    )
+                )
     if not candidates:
         return None
-    rate = max(c[0] for c in candidates)
-    if any(c[1] for c in candidates):  # near-ties: the fewest L1 accesses per multiply-add
-        near = [c for c in candidates if c[0] >= rate / FLAT_SPLIT_BAND]
-        chosen = max(near, key=lambda c: (-c[2], c[0], c[3]))
+    best = max(c.rate for c in candidates)
+    if any(c.splits for c in candidates):  # near-ties: the fewest L1 accesses per multiply-add
+        near = [c for c in candidates if c.rate >= best / FLAT_SPLIT_BAND]
+        chosen = max(near, key=lambda c: (-c.accesses, c.rate, c.ties))
     else:
-        chosen = max(candidates, key=lambda c: (c[0], c[3]))
-    return chosen[4], chosen[0]
+        chosen = max(candidates, key=lambda c: (c.rate, c.ties))
+    return chosen.tile, chosen.rate
+
+
+@dataclasses.dataclass(frozen=True)
+class _FlatCandidate:
+    """A tile `_flat_tile` weighs: its useful output elements per cycle (`rate`), what breaks
+    ties (fewest computed lanes, then fewest loads a multiply-add, then widest), whether its
+    input loads split cache lines and its L1 accesses a multiply-add (FLAT_SPLIT_BAND)."""
+
+    tile: tuple[_Tile, Grid, int]
+    rate: float
+    ties: tuple
+    splits: bool
+    accesses: float
 
 
 # -- the schedule ---------------------------------------------------------------------------------
