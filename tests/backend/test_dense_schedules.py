@@ -101,7 +101,7 @@ def test_strategy_packs_b_only_for_many_rows():
 def test_panels_the_l1_holds_badly_are_packed_for_fewer_rows(target, n, packs_from):
     """AVX2's panels of 16 floats are a cache line per row of B, and rows of B 4 KB apart share
     their L1 sets: packed from four row tiles of A (measured in strategies.NARROW_PANEL_BYTES
-    and SET_STRIDE_BYTES); AVX-512's 64-float panels of rows 3 KB apart from PACK_MIN_ROWS
+    and NARROW_PACK_MIN_TILES); AVX-512's 64-float panels of rows 3 KB apart from PACK_MIN_ROWS
     rows."""
     pinned = loom.target.Target(target)
     for m in (packs_from - 4, packs_from):

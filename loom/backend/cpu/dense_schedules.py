@@ -39,7 +39,7 @@ import dataclasses
 import math
 
 from loom.backend.cpu import group_schedules
-from loom.backend.cpu.dense_tiles import DenseTile, VectorUnit, choose_tile
+from loom.backend.cpu.dense_tiles import ALIASING_BYTES, DenseTile, VectorUnit, choose_tile
 from loom.backend.cpu.group_schedules import _reads, _stride, reduction_output
 from loom.te.schedule import Schedule, Stage
 from loom.te.tensor import ComputeOp, Reduce
@@ -64,10 +64,6 @@ ALIASED_ROW_K_UNROLL = 8
 """The rows of B per step when B's rows are a multiple of ALIASING_BYTES long: then every row
 maps to the same sets of the L1 cache, and 16 rows (32 lines, 12 ways) evict each other
 (1 x 1024 x 1024 from the caches: 0.076 ms with 16 rows, 0.064 with 8)."""
-
-ALIASING_BYTES = 4096
-"""The L1 data cache's bytes per way (48 KiB in 12 ways on Zen 4, 32 KiB in 8 on most x86 and
-Arm cores): addresses this far apart share a set."""
 
 ROW_MAX_BYTES = 64 << 10
 """The longest row whose accumulators one-row products keep in memory (the stack)."""

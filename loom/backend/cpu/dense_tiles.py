@@ -22,6 +22,12 @@ from loom.abi.dtype import dtype as as_dtype
 if TYPE_CHECKING:  # loom.target registers the target kinds, whose backends import this
     from loom.target import Target
 
+ALIASING_BYTES = 4096
+"""The L1 data cache's bytes per way (48 KiB in 12 ways on Zen 4, 32 KiB in 8 on most x86 and
+Arm cores): addresses this far apart share a set. Rows of B a multiple of this long share
+their sets: the matmul strategy packs such B sooner (strategies.NARROW_PACK_MIN_TILES), a
+one-row product takes fewer rows a step (dense_schedules.ALIASED_ROW_K_UNROLL)."""
+
 ACCUMULATORS = {32: 16, 16: 12}
 """Vector accumulators of a tile by the number of vector registers: the rest hold B's vectors
 and A's broadcast. Measured on AVX-512 (Zen 4): a 4 x 64 float tile (16 zmm) at 93% of the FMA

@@ -15,7 +15,7 @@ import numpy as np
 
 from loom import te
 from loom.abi.dtype import dtype as as_dtype
-from loom.backend.cpu.dense_tiles import ACCUMULATORS, VectorUnit, choose_tile
+from loom.backend.cpu.dense_tiles import ACCUMULATORS, ALIASING_BYTES, VectorUnit, choose_tile
 from loom.ir.expr import IntImm, PrimExpr
 from loom.ir.op import min_
 from loom.ops.nn import elementwise
@@ -41,16 +41,13 @@ Zen 3 (AVX2), one thread, time unpacked / packed: 16x1024x1024 1.65, 64x1024x102
 0.94."""
 
 NARROW_PACK_MIN_TILES = 4
-
-SET_STRIDE_BYTES = 4096
-"""Rows of B a multiple of this many bytes apart (n = 1024 floats) map their lines to the same
-L1 sets (4 KB per way on x86's L1 and most others): a panel's 1024 rows share the few sets of
-its first row's lines, so the L1 keeps a dozen of them, whatever the panel's width. Such B is
-packed from NARROW_PACK_MIN_TILES row tiles of A on, as narrow panels are. Measured on an Intel
-Xeon (AVX-512, 64-float panels), one thread, time unpacked / packed: 16x1024x1024 1.21,
-32x1024x1024 1.56, 64x1024x1024 2.15, 128x1024x1024 2.56, 64x3072x768 2.59; with rows 2 or 3 KB
-apart, 64x512x512 0.95, 128x512x512 0.99, 128x768x768 1.02: no gain; 8x1024x1024 (two tiles)
-0.94."""
+"""Row tiles of A from which B is packed when the L1 cache would keep few of a panel's rows:
+narrow panels (NARROW_PANEL_BYTES), or rows of B a multiple of dense_tiles.ALIASING_BYTES
+apart (n = 1024 floats), whose lines all map to the few sets of the first row's, whatever the
+panel's width. Measured on an Intel Xeon (AVX-512, 64-float panels), one thread, time unpacked
+/ packed: 16x1024x1024 1.21, 32x1024x1024 1.56, 64x1024x1024 2.15, 128x1024x1024 2.56,
+64x3072x768 2.59; with rows 2 or 3 KB apart, 64x512x512 0.95, 128x512x512 0.99, 128x768x768
+1.02: no gain; 8x1024x1024 (two tiles) 0.94."""
 
 PANEL_STACK_BYTES = 512 << 10
 """The largest panel of B (k x cols) packed where it is used: a local buffer on the stack of
@@ -106,7 +103,7 @@ def matmul(
 
     - B is read in panels of `cols` columns. With `pack` (None: from PACK_MIN_ROWS rows of A on,
       from NARROW_PACK_MIN_TILES tiles for panels of a cache line's width or rows of B
-      SET_STRIDE_BYTES apart)
+      ALIASING_BYTES apart)
       the kernel first copies B into contiguous panels, packedB[p, k, c] = B[k, p*cols + c]
       (zero past n); with `prepacked`, the kernel's B argument already is that array
       (`pack_weights(b, cols)`, shape (panels, k, cols)): constant weights packed once;
@@ -136,7 +133,7 @@ def matmul(
     if pack is None:
         itemsize = as_dtype(dtype).itemsize
         narrow = cols * itemsize <= NARROW_PANEL_BYTES
-        same_sets = (n * itemsize) % SET_STRIDE_BYTES == 0
+        same_sets = (n * itemsize) % ALIASING_BYTES == 0
         poorly_cached = narrow or same_sets  # unpacked, the panel misses the L1
         many = m >= PACK_MIN_ROWS or (poorly_cached and m >= NARROW_PACK_MIN_TILES * rows)
         pack = many and not prepacked
