@@ -110,6 +110,7 @@ from loom.ir.visitor import post_order_visit, substitute
 from loom.te.operation import comm_reducer
 from loom.te.schedule import AttachType, Schedule, Stage
 from loom.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce
+from loom.transform.cpu_prefetch_weights import LINE_BYTES
 
 ACCUMULATOR_SHARE = 3 / 4
 """A tile's accumulators take at most this share of the vector registers (32 with AVX-512, 16
@@ -183,9 +184,6 @@ DEFAULT_VECTOR_BYTES = 16
 FLAT_MIN_GAIN = 1.02
 """A convolution is computed on its flattened grid (conv_flat.py) when that computes this
 much more useful output per cycle than rows of whole vectors."""
-
-CACHE_LINE_BYTES = 64
-"""x86's cache line: a vector load of this many bytes at any other offset spans two."""
 
 FLAT_SPLIT_BAND = 1.01
 """Flat-grid tiles whose useful output per cycle is within this factor of the best are ranked
@@ -426,7 +424,7 @@ def _splits_lines(window: _Window, vector: int, halves: bool) -> bool:
     runs it whole (not `halves`), and the window moves along the data's rows or columns, so
     that its loads start at every lane offset."""
     red: ComputeOp = window.reduction.op
-    if halves or vector * red.dtype.itemsize < CACHE_LINE_BYTES:
+    if halves or vector * red.dtype.itemsize < LINE_BYTES:
         return False
     data = _window_load(red)
     moving = [r.var for r in red.reduce_axis if int(r.dom.extent.value) > 1]
