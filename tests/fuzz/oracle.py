@@ -378,21 +378,17 @@ class StageEval:
             prop = ea
         return out, self.transcendental_err(out, np.where(ea > 0, prop, 0.0), dt)
 
-    def contraction_slack(self, node, mask):
-        """The rounding of a float product `node` (0 for any other node), which contraction
-        (-fp-contract, on by default: docs/native.md) may skip by fusing it into the add or
-        subtract that uses it: a core with native float16 arithmetic (AVX512-FP16) fuses half
-        products too."""
+    @staticmethod
+    def contraction_slack(node, value):
+        """The rounding of a float product `node` whose rounded value is `value` (0 for any
+        other node): at most half an ulp, which contraction (-fp-contract, on by default:
+        docs/native.md) may skip by fusing the product into the add or subtract that uses it
+        (a core with native float16 arithmetic, AVX512-FP16, fuses half products too)."""
         if node[0] != "mul":
             return 0.0
-        (a, _), (b, _) = self.eval(node[1], mask), self.eval(node[2], mask)
         with np.errstate(all="ignore"):
-            rounded = _binary("mul", a, b, a.dtype.name)
-            if rounded.dtype == np.float64:  # no wider type holds the exact product: its bound
-                slack = np.abs(np.spacing(rounded)) / 2
-            else:  # float32 and float16 products are exact in float64
-                slack = np.abs(a.astype("float64") * b.astype("float64") - rounded)
-            return np.where(np.isfinite(slack), slack, 0.0)
+            slack = np.abs(np.spacing(value).astype("float64")) / 2
+        return np.where(np.isfinite(slack), slack, 0.0)
 
     def binary(self, node, mask):
         op = node[0]
@@ -401,8 +397,8 @@ class StageEval:
         assert b.dtype.name == dt, (node, a.dtype, b.dtype)
         out = _binary(op, a, b, dt)
         if is_float(dt) and op in ("add", "sub"):
-            ea = ea + self.contraction_slack(node[1], mask)
-            eb = eb + self.contraction_slack(node[2], mask)
+            ea = ea + self.contraction_slack(node[1], a)
+            eb = eb + self.contraction_slack(node[2], b)
         if not is_float(dt) or not (np.any(ea) or np.any(eb)):
             return out, 0.0
         ea, eb = np.asarray(ea, "float64"), np.asarray(eb, "float64")
