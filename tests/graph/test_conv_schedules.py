@@ -398,6 +398,13 @@ depends on the registers: tests/graph/test_pack_conv_weights.py pins them alike)
 def scheduled_conv(x_shape, w_shape, attrs, target, packed=False):
     """Conv(x, w, b) of `attrs` (ONNX's) as conv_schedules.py schedules it for `target`: the
     schedule and the node (its weights in the blocks pack_conv_weights asks for, if `packed`)."""
+    s, node = unscheduled_conv(x_shape, w_shape, attrs, target, packed)
+    conv_schedules.schedule(s, target)
+    return s, node
+
+
+def unscheduled_conv(x_shape, w_shape, attrs, target=None, packed=False):
+    """The default schedule of Conv(x, w, b) of `attrs`, and its node (see scheduled_conv)."""
     attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}
     node = Node("Conv", ("x", "w", "b"), ("conv",), attrs)
     constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
@@ -408,9 +415,7 @@ def scheduled_conv(x_shape, w_shape, attrs, target, packed=False):
     node = graph.nodes[0]
     tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
     outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
-    s = te.create_schedule([t.op for t in outputs])
-    conv_schedules.schedule(s, target)
-    return s, node
+    return te.create_schedule([t.op for t in outputs]), node
 
 
 def conv_schedule(x_shape, w_shape, attrs, target):
@@ -644,13 +649,7 @@ def test_near_ties_of_grid_tiles_go_to_fewer_l1_accesses_when_loads_split_lines(
 
 def chosen_tile(x_shape, w_shape, target):
     """conv_schedules' choice for a 3x3 convolution (pads 1) of these shapes on `target`."""
-    node = Node("Conv", ("x", "w", "b"), ("conv",), {"pads": (1,) * 4})
-    constants = {"w": np.zeros(w_shape, "float32"), "b": np.zeros(w_shape[:1], "float32")}
-    graph = Graph(("x",), ("conv",), (node,), constants, {"x": TensorType(x_shape, "float32")})
-    graph = infer_types(graph)
-    tensors = [placeholder(graph.type_of(v).shape, name=v) for v in node.inputs]
-    outputs = OPERATORS.get("Conv").compute(node, tensors, {}, [graph.type_of("conv")])
-    s = te.create_schedule([t.op for t in outputs])
+    s, _ = unscheduled_conv(x_shape, w_shape, {"pads": (1,) * 4})
     (stage,) = [st for st in s.stages if st.op.name == "conv.sum"]
     return conv_schedules._chosen(s, stage, target)
 
