@@ -2,10 +2,12 @@
 body writes local accumulators only) that read a model's weights (a parameter every call
 passes a constant): of a slow stream (at most MAX_STEP_BYTES per iteration) PREFETCH_BYTES
 ahead; of a fast one read in blocks, the next block spread over the current block's
-iterations; clamped into the buffer; nothing else changes."""
+iterations, a line per prefetch and up to MAX_LINES_PER_ITERATION of them an iteration;
+clamped into the buffer; nothing else changes."""
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -20,6 +22,8 @@ from loom.ir.stmt import Allocate, Evaluate, For, ForKind, SeqStmt, seq
 from loom.ir.structural import assert_structural_equal
 from loom.ir.visitor import post_order_visit, substitute
 from loom.transform.cpu_prefetch_weights import (
+    LINE_BYTES,
+    MAX_LINES_PER_ITERATION,
     MAX_STEP_BYTES,
     MIN_BUFFER_BYTES,
     PREFETCH_BYTES,
@@ -138,38 +142,38 @@ BLOCKS, ROWS, DEPTH, LANES = 3, 4, 256, 32  # 32 KB of weights per block, 128 by
 W_SIZE = BLOCKS * DEPTH * LANES
 
 
-def blocked(rows_in_index: bool = False):
-    """Y[b, r, l] = sum over k of X[r, k] * W[b, k, l]: for each block b of LANES channels and
-    each row tile r, a reduction over k into LANES accumulators (vectorized), reading the
-    block's weights a vector a step. With `rows_in_index`, the weights' index reads r too:
-    no block structure."""
-    X = decl_buffer((ROWS * DEPTH,), "float32", "X")
-    W = decl_buffer((W_SIZE,), "float32", "W")
-    Y = decl_buffer((BLOCKS * ROWS * LANES,), "float32", "Y")
-    acc = decl_buffer((LANES,), "float32", "acc", scope="local")
+def blocked(rows_in_index: bool = False, rows: int = ROWS, lanes: int = LANES):
+    """Y[b, r, l] = sum over k of X[r, k] * W[b, k, l]: for each block b of `lanes` channels
+    and each of `rows` row tiles r, a reduction over k into `lanes` accumulators (vectorized),
+    reading the block's weights a vector a step. With `rows_in_index`, the weights' index
+    reads r too: no block structure."""
+    X = decl_buffer((rows * DEPTH,), "float32", "X")
+    W = decl_buffer((BLOCKS * DEPTH * lanes,), "float32", "W")
+    Y = decl_buffer((BLOCKS * rows * lanes,), "float32", "Y")
+    acc = decl_buffer((lanes,), "float32", "acc", scope="local")
     b, r, k, lane, i = Var("b"), Var("r"), Var("k"), Var("l"), Var("i")
-    w_index = b * (DEPTH * LANES) + k * LANES + lane
+    w_index = b * (DEPTH * lanes) + k * lanes + lane
     if rows_in_index:
         w_index = w_index + r
     update = acc.store(acc[lane] + X[r * DEPTH + k] * W[w_index], [lane])
-    lanes = For(lane, op.const(0), op.const(LANES), ForKind.VECTORIZED, update)
-    init = For(i, op.const(0), op.const(LANES), ForKind.SERIAL, acc.store(op.const(0.0), [i]))
+    vector = For(lane, op.const(0), op.const(lanes), ForKind.VECTORIZED, update)
+    init = For(i, op.const(0), op.const(lanes), ForKind.SERIAL, acc.store(op.const(0.0), [i]))
     out = For(
         i,
         op.const(0),
-        op.const(LANES),
+        op.const(lanes),
         ForKind.SERIAL,
-        Y.store(acc[i], [(b * ROWS + r) * LANES + i]),
+        Y.store(acc[i], [(b * rows + r) * lanes + i]),
     )
 
     def build(reduction_body):
         reduction = For(k, op.const(0), op.const(DEPTH), ForKind.SERIAL, reduction_body)
         tile = Allocate(acc, seq(init, reduction, out))
-        rows = For(r, op.const(0), op.const(ROWS), ForKind.SERIAL, tile)
-        blocks = For(b, op.const(0), op.const(BLOCKS), ForKind.PARALLEL, rows)
+        row_tiles = For(r, op.const(0), op.const(rows), ForKind.SERIAL, tile)
+        blocks = For(b, op.const(0), op.const(BLOCKS), ForKind.PARALLEL, row_tiles)
         return PrimFunc("tile", (X, W, Y), blocks)
 
-    return build, lanes, (W, b, r, k, lane)
+    return build, vector, (W, b, r, k, lane)
 
 
 def test_a_fast_stream_read_in_blocks_prefetches_the_next_block_across_the_row_tiles():
@@ -188,6 +192,32 @@ def test_a_fast_stream_read_in_blocks_prefetches_the_next_block_across_the_row_t
     for bb, rr, kk in ((0, 0, 0), (1, 3, 255), (2, 2, 17), (0, 1, 100)):
         want = min((bb + 1) * block + (rr * DEPTH + kk) * per_step, W_SIZE - 1)
         assert _value(address.indices[0], {b: bb, r: rr, k: kk}) == want
+
+
+@pytest.mark.parametrize("lanes, lines", [(32, 2), (64, 4)])
+def test_a_block_read_faster_than_a_line_an_iteration_is_prefetched_a_line_apart(lanes, lines):
+    """One row tile: each step of a block must bring in `lanes` elements of the next (128 or
+    256 bytes), as many prefetches a line apart (resnet18's 3x3 convolutions at 7x7: 3)."""
+    build, body, (W, b, r, k, lane) = blocked(rows=1, lanes=lanes)
+    got = prefetch_func(build(body), WEIGHTS)
+    reduction = got.body.body.body.body.seq[1]
+    *prefetches, rest = reduction.body.seq
+    assert_structural_equal(rest, body)
+    assert len(prefetches) == lines
+    block, size, line = DEPTH * lanes, BLOCKS * DEPTH * lanes, LINE_BYTES // 4
+    for n, p in enumerate(prefetches):
+        address = p.value.args[0].args[0]
+        assert address.buffer is W
+        for bb, kk in ((0, 0), (1, 255), (2, 17), (0, 100)):
+            want = min((bb + 1) * block + kk * lanes + n * line, size - 1)
+            assert _value(address.indices[0], {b: bb, r: 0, k: kk}) == want
+
+
+def test_a_block_needing_more_prefetches_an_iteration_than_the_limit_is_left_alone():
+    lanes = (MAX_LINES_PER_ITERATION + 1) * LINE_BYTES // 4
+    build, body, _ = blocked(rows=1, lanes=lanes)
+    func = build(body)
+    assert_structural_equal(prefetch_func(func, WEIGHTS), func)
 
 
 def _value(e, values):
@@ -273,6 +303,37 @@ def test_the_llvm_backend_prefetches_a_1x1_convolutions_weights(channels, filter
     x = np.random.default_rng(1).standard_normal((1, channels, size, size)).astype("float32")
     w = onnx.numpy_helper.to_array(model.graph.initializer[0])[:, :, 0, 0]
     want = np.einsum("oc,nchw->nohw", w.astype(np.float64), x)
+    np.testing.assert_allclose(compiled(x=x)["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def window_model(channels: int, size: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(9 * channels)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4)],
+        "window",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # onnxruntime's reference reads IR versions up to 13
+    return model
+
+
+def test_a_3x3_convolution_at_7x7_prefetches_three_lines_of_the_next_block_a_step():
+    """resnet18's 3x3 convolutions at 7x7 (512 channels; 128 here), on a CPU running AVX-512
+    at full width: a channel tile (conv_schedules.py) of 32 output channels, its 7 row tiles
+    reading a block's 9 x 32 weights of each input channel: each step brings in 9 * 32 / 7
+    of the next block's elements (168 bytes, rounded up), three lines."""
+    model = window_model(128, 7)
+    prefetches, _ = prefetches_of(model, "llvm -mcpu=znver5")
+    assert len(prefetches) == 3
+    assert {p.args[0].args[0].buffer.name.split("_blocked")[0] for p in prefetches} == {"w"}
+    _, compiled = prefetches_of(model, "llvm")  # this machine's schedule, run
+    x = np.random.default_rng(1).standard_normal((1, 128, 7, 7)).astype("float32")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"x": x})[0]
     np.testing.assert_allclose(compiled(x=x)["y"], want, rtol=1e-4, atol=1e-4)
 
 
