@@ -647,6 +647,38 @@ def test_near_ties_of_grid_tiles_go_to_fewer_l1_accesses_when_loads_split_lines(
     assert chosen["zen4"][0].channels == 6, chosen  # its halves: no split loads counted
 
 
+def tile_loops(x_shape, w_shape, target):
+    """The loops of a 1x1 convolution's output stage around its register tile, outermost
+    first."""
+    s, _ = scheduled_conv(x_shape, w_shape, {}, target)
+    (stage,) = [st for st in s.stages if st.op.name == "conv.sum"]
+    return [v.var.name for v in stage.leaf_iter_vars if ".inner" not in v.var.name]
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+def test_a_short_reduction_streaming_its_output_runs_each_channel_tile_over_all_rows(cpu):
+    """mobilenet_v2's 1x1 16 -> 96 at 112x112: a 4.8 MB output (STREAMED_OUTPUT_BYTES) of 16
+    steps (SHORT_REDUCTION_STEPS) from 784 KB of data (STREAMED_REREAD_BYTES): the channel
+    tiles outermost (in the parallel loop), each over all the row tiles; the pointwise
+    32 -> 64 at 112x112 reads 1.6 MB of data, which each channel tile would read again from
+    memory: its row tiles stay outside, every channel tile inside reusing a row's data."""
+    assert tile_loops((1, 16, 112, 112), (96, 16, 1, 1), CPUS[cpu]) == [
+        "o0.o1.outer.fused",
+        "o2.outer",
+        "o3.outer",
+    ]
+    assert tile_loops((1, 32, 112, 112), (64, 32, 1, 1), CPUS[cpu]) == [
+        "o0.o2.outer.fused",
+        "o3.outer",
+        "o1.outer",
+    ]
+
+
+def test_channel_tiles_over_all_rows_match_onnxruntime():
+    x, w = floats(1, 16, 112, 112), floats(96, 16, 1, 1)
+    compiled_matches_onnxruntime(conv_model(x, w, floats(96), "Clip"), x)
+
+
 def chosen_tile(x_shape, w_shape, target):
     """conv_schedules' choice for a 3x3 convolution (pads 1) of these shapes on `target`."""
     s, _ = unscheduled_conv(x_shape, w_shape, {"pads": (1,) * 4})
