@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from loom import lowering_cache
 from loom.backend.base import checked_passes
+from loom.collector import fewer_collections
 from loom.ir.expr import Var
 from loom.ir.function import IRModule, PrimFunc
 from loom.memory.pool import POOLS_ATTR, Pool, check_pools
@@ -18,6 +19,7 @@ from loom.transform import pipeline
 from loom.transform.pass_infra import PassContext
 
 
+@fewer_collections
 def lower(
     inp: Schedule | PrimFunc | IRModule,
     args: Sequence[Tensor | Var] | None = None,
@@ -69,6 +71,7 @@ def lower(
     return ctx.run(pipeline.expand(pipeline.LOWER + pipeline.BUILD, ctx, backend_passes), mod)
 
 
+@fewer_collections
 def build(
     inp: Schedule | PrimFunc | IRModule,
     args: Sequence[Tensor | Var] | None = None,

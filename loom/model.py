@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from loom.codegen.c.compile import compile_c_object
+from loom.collector import fewer_collections
 from loom.driver import lower
 from loom.errors import LoomError
 from loom.frontend import from_onnx
@@ -84,6 +85,7 @@ class LoweredModel:
     memory_plan: MemoryPlan
 
 
+@fewer_collections
 def lower_model(
     model,
     target: str | Target = "llvm",
@@ -111,6 +113,7 @@ def lower_model(
     return LoweredModel(name, graph, lowered, mod, mod.attr(PLAN_ATTR))
 
 
+@fewer_collections
 def compile(
     model,
     target: str | Target = "llvm",
