@@ -1,7 +1,8 @@
 """cpu_prefetch_output: a loop nest that computes a local row buffer, followed by one of the same
 extents that writes the output from it at the same index, gets at the top of each outer
-iteration a `prefetch_write` of every cache line the output loop writes in that iteration;
-nothing else changes, and nothing changes for other pairs of loops."""
+iteration a `prefetch_write` of every cache line the output loop writes in that iteration, and
+a `prefetch` of every line its contiguous loads read in it, a row further; nothing else
+changes, and nothing changes for other pairs of loops."""
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ def row_group(
     out_scope="global",
     out_vectors=None,
     outer=ForKind.SERIAL,
+    x_index=None,
 ):
     """Per row i: L[j * vector + l] = exp(X[i * row + j * vector + l]) (j < row / vector, l
     vectorized), then Y[i * row + j * vector + l] = L[...] * 2 in a nest of the same extents
@@ -37,6 +39,7 @@ def row_group(
     L = decl_buffer((row,), "float32", "L", scope="local")
     i, j, l, j2, l2 = Var("i"), Var("j"), Var("l"), Var("j2"), Var("l2")
     steps = row // vector
+    x_read = i * row + j * vector + l if x_index is None else x_index(i, j * vector + l)
 
     def exp_nest(first=None):
         inner = For(
@@ -44,9 +47,7 @@ def row_group(
             op.const(0),
             op.const(vector),
             ForKind.VECTORIZED,
-            L.store(
-                op.call_intrin("float32", "exp", X[i * row + j * vector + l]), [j * vector + l]
-            ),
+            L.store(op.call_intrin("float32", "exp", X[x_read]), [j * vector + l]),
         )
         body = inner if first is None else seq(*first, inner)
         return For(j, op.const(0), op.const(steps), outer, body)
@@ -74,20 +75,33 @@ def row_group(
         address = op.call_intrin("handle", "address_of", Y[i * row + j * vector + offset])
         return Evaluate(op.call_intrin("int32", "prefetch_write", address))
 
-    return func, prefetch
+    def next_row(offset):
+        index = op.max_(op.min_(i * row + j * vector + (row + offset), ROWS * row - 1), 0)
+        address = op.call_intrin("handle", "address_of", X[index])
+        return Evaluate(op.call_intrin("int32", "prefetch", address))
+
+    return func, prefetch, next_row
 
 
 @pytest.mark.parametrize("vector", [16, 32, 4])
 def test_the_row_buffer_loop_prefetches_each_output_line_for_writing(vector):
-    func, prefetch = row_group(row=64, vector=vector)
+    """... and each line of the input it reads, a row further (the next row's)."""
+    func, prefetch, next_row = row_group(row=64, vector=vector)
     per_line = LINE_BYTES // 4
     offsets = range(0, vector, per_line) if vector > per_line else [0]
-    expected = func([prefetch(k) for k in offsets])
+    expected = func([prefetch(k) for k in offsets] + [next_row(k) for k in offsets])
     assert_structural_equal(prefetch_output(func()), expected)
 
 
+def test_a_strided_input_is_not_prefetched():
+    """X read down its columns (the rows' element k is X[k * ROWS + i]): one line a lane, no
+    contiguous row to bring in; the output's write prefetches stay."""
+    func, prefetch, _ = row_group(row=64, vector=16, x_index=lambda i, k: k * ROWS + i)
+    assert_structural_equal(prefetch_output(func()), func([prefetch(0)]))
+
+
 def test_the_prefetches_change_no_result():
-    func, _ = row_group(row=64, vector=16)
+    func, *_ = row_group(row=64, vector=16)
     x = np.linspace(-3, 3, ROWS * 64, dtype=np.float32)
     want, got = np.zeros_like(x), np.zeros_like(x)
     interpret(func(), x, want)
@@ -106,7 +120,7 @@ def test_the_prefetches_change_no_result():
     ids=["local output", "other element", "other extents", "unrolled"],
 )
 def test_other_pairs_of_loops_are_left_alone(case):
-    func, _ = row_group(row=64, vector=16, **case)
+    func, *_ = row_group(row=64, vector=16, **case)
     assert_structural_equal(prefetch_output(func()), func())
 
 
