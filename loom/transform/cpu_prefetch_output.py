@@ -37,7 +37,7 @@ from loom.ir.simplify import simplify
 from loom.ir.stmt import BufferStore, For, ForKind, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import Mutator, post_order_visit, substitute
-from loom.transform.cpu_prefetch_weights import elements, prefetch
+from loom.transform.cpu_prefetch_weights import elements, index_step, prefetch
 from loom.transform.pass_infra import Pass, register_pass
 
 LINE_BYTES = 64
@@ -154,10 +154,7 @@ def _contiguous(index: PrimExpr, innermost: For) -> bool:
     innermost loop moves by one element an iteration."""
     if isinstance(index, Ramp):
         return isinstance(index.stride, IntImm) and index.stride.value == 1
-    var = innermost.loop_var
-    one = IntImm(1, var.dtype)
-    step = simplify(substitute(index, {var: var + one}) - index)
-    return isinstance(step, IntImm) and step.value == 1
+    return index_step(index, innermost.loop_var) == 1
 
 
 class _PrefetchOutput(Mutator):

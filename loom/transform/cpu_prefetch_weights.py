@@ -80,7 +80,7 @@ MIN_BUFFER_BYTES = 32 * 1024
 """Smaller buffers are left alone: read from memory, they cost little."""
 
 
-def _step(index: PrimExpr, var: Var) -> int | None:
+def index_step(index: PrimExpr, var: Var) -> int | None:
     """How many elements `index` (linear in `var`) moves per iteration, or None."""
     one = simplify(substitute(index, {var: IntImm(1)}) - substitute(index, {var: IntImm(0)}))
     return one.value if isinstance(one, IntImm) else None
@@ -171,7 +171,7 @@ class _Prefetch(Mutator):
         first = {v: m for v, m in inner.items() if v in free_vars(load.indices[0])}
         index = substitute(load.indices[0], first)
         var = loop.loop_var
-        step = _step(index, var)
+        step = index_step(index, var)
         if step is None or step <= 0:
             return []
         if step * itemsize <= MAX_STEP_BYTES:
@@ -192,7 +192,7 @@ class _Prefetch(Mutator):
         tiles: list[For] = []  # between the block loop and the reduction loop, innermost first
         for around in reversed(self.around):
             if around.loop_var in used:
-                block = _step(index, around.loop_var)
+                block = index_step(index, around.loop_var)
                 break
             if not (isinstance(around.extent, IntImm) and _from_zero(around)):
                 return []

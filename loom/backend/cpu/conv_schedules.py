@@ -959,7 +959,7 @@ def _channel_tiles_outside(red: ComputeOp, out: ComputeOp, data: ProducerLoad | 
     output channels do not share their input) rather than every channel tile on a row tile
     (whose input then stays in L1): for an output larger than the L2 cache
     (STREAMED_OUTPUT_BYTES) from a short reduction (SHORT_REDUCTION_STEPS) of data that stays
-    in L2 (STREAMED_REREAD_BYTES), unpadded. Then a tile stores to the rows of its own few
+    in L2 (STREAMED_REREAD_BYTES). Then a tile stores to the rows of its own few
     channels, which continue those its predecessor stored: a few streams that the hardware
     prefetcher follows, instead of one row of every channel at once. Measured on an Intel Xeon
     (AVX-512, 2 MB L2), one thread: mobilenet_v2's 1x1 convolution 16 -> 96 at 112x112 (a
