@@ -37,11 +37,8 @@ from loom.ir.simplify import simplify
 from loom.ir.stmt import BufferStore, For, ForKind, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import Mutator, post_order_visit, substitute
-from loom.transform.cpu_prefetch_weights import elements, index_step, prefetch
+from loom.transform.cpu_prefetch_weights import LINE_BYTES, elements, index_step, prefetch
 from loom.transform.pass_infra import Pass, register_pass
-
-LINE_BYTES = 64
-"""A cache line: the prefetch's unit."""
 
 
 def _nest(loop: For) -> list[For]:

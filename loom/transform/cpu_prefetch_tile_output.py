@@ -24,9 +24,9 @@ least MIN_BUFFER_BYTES at the next iteration of the tile loop (the last iteratio
 so that the address stays in the buffer): the epilogue's unrolled loops at each iteration, its
 vectorized ones at their first and last lane (their vector's lines), its other loops at their
 first. Left alone: tiles whose reductions are short (MIN_TILE_UPDATES), stores that the next
-tile makes within a line of this one's (LINE_BYTES) or that do not move with the tile loop,
-and epilogues that would take more than MAX_PREFETCHES prefetches. Prefetching changes no
-result.
+tile makes within a line of this one's (LINE_BYTES: one stream, which the hardware prefetcher
+follows) or that do not move with the tile loop, and epilogues that would take more than
+MAX_PREFETCHES prefetches. Prefetching changes no result.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from loom.ir.simplify import simplify
 from loom.ir.stmt import Allocate, BufferStore, For, ForKind, LetStmt, SeqStmt, Stmt
 from loom.ir.structural import structural_equal
 from loom.ir.visitor import Mutator, free_vars, substitute
-from loom.transform.cpu_prefetch_weights import elements, prefetch, writes_local_only
+from loom.transform.cpu_prefetch_weights import LINE_BYTES, elements, prefetch, writes_local_only
 from loom.transform.pass_infra import Pass, register_pass
 
 MIN_BUFFER_BYTES = 512 * 1024
@@ -48,9 +48,6 @@ the L2 cache already (measured on Zen 3: prefetched, mobilenet_v2's 1x1 convolut
 at 56x56, a 301 KB output, was 1-3 % slower; from 1 MB on, only resnet18's first convolution
 is left, and the whole model gained nothing)."""
 
-LINE_BYTES = 64
-"""A cache line. A store that the next tile makes within a line of this one's (a tile loop
-along a row) is left alone: that is one stream, which the hardware prefetcher follows."""
 
 MIN_TILE_UPDATES = 1024
 """A tile whose reductions update its accumulators fewer times than this (vector multiply-adds,

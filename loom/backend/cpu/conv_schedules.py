@@ -924,7 +924,8 @@ def _schedule_window(
         outer = [n, oho, owo]
         output.reorder(n, oho, owo, mo, *inner)
         attach = mo
-    else:  # one channel's plane after another: its padding is computed just before
+    else:  # one channel tile's planes after another (a channel's padding computed just before
+        # them when channels do not share their input)
         outer = [n, mo, oho, owo]
         output.reorder(n, mo, oho, owo, *inner)
         attach = owo
