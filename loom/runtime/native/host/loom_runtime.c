@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -89,7 +90,7 @@ typedef struct {
     atomic_int next_task;
     atomic_int done_tasks;
     atomic_int failed;
-    int workers; /* pool threads holding this job; guarded by pool_lock */
+    atomic_int workers; /* pool threads holding this job; changed under pool_lock */
     unsigned fp_modes; /* the launcher's floating-point modes, which its tasks run with */
     char error[LOOM_ERROR_SIZE];
 } job_t;
@@ -119,7 +120,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t work_done = PTHREAD_COND_INITIALIZER;
 static job_t *current_job;
-static uint64_t generation;
+static _Atomic uint64_t generation; /* written under pool_lock; read without it to spin */
 static int pool_size = 1;          /* threads including the caller */
 static atomic_int active_threads;  /* threads a launch uses by default */
 static __thread int in_parallel_task;
@@ -141,10 +142,46 @@ static void run_tasks(job_t *job) {
     in_parallel_task = 0;
 }
 
+/* How long an idle thread (a worker waiting for work, a launcher for its workers) polls before
+ * it sleeps on a condition variable: a model's kernels launch one after another, microseconds
+ * apart, and a sleeping thread takes tens of microseconds to wake. */
+#define SPIN_NANOSECONDS 100000
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+/* Polls until `done(arg)` or SPIN_NANOSECONDS pass; whether it is done. */
+static int spin_until(int (*done)(const void *), const void *arg) {
+    uint64_t deadline = 0;
+    for (unsigned i = 0;; ++i) {
+        if (done(arg)) return 1;
+        cpu_relax();
+        if ((i & 255) == 255) {
+            uint64_t t = now_ns();
+            if (deadline == 0) deadline = t + SPIN_NANOSECONDS;
+            else if (t >= deadline) return 0;
+        }
+    }
+}
+
+static int new_generation(const void *seen) {
+    return atomic_load_explicit(&generation, memory_order_acquire) != *(const uint64_t *)seen;
+}
+
 static void *worker_main(void *arg) {
     (void)arg;
     uint64_t seen = 0;
     for (;;) {
+        spin_until(new_generation, &seen);
         pthread_mutex_lock(&pool_lock);
         while (generation == seen) pthread_cond_wait(&work_ready, &pool_lock);
         seen = generation;
@@ -223,6 +260,12 @@ static int32_t run_serially(loom_task_fn fn, void *closure, int32_t num_tasks) {
     return status;
 }
 
+/* Whether every task of the job ran and every worker that took it let go of it. */
+static int job_finished(const void *arg) {
+    const job_t *job = arg;
+    return atomic_load(&job->done_tasks) >= job->num_tasks && atomic_load(&job->workers) == 0;
+}
+
 /* Run fn(task, num_tasks, closure) for task in [0, num_tasks) on the pool; num_tasks <= 0
  * means one task per active thread. Returns 0, or non-zero with the first failing task's
  * error as the last error. */
@@ -238,14 +281,16 @@ int32_t loom_parallel_launch(loom_task_fn fn, void *closure, int32_t num_tasks) 
     atomic_init(&job.next_task, 0);
     atomic_init(&job.done_tasks, 0);
     atomic_init(&job.failed, 0);
+    atomic_init(&job.workers, 0);
     pthread_mutex_lock(&pool_lock);
     current_job = &job;
     generation++;
     pthread_cond_broadcast(&work_ready);
     pthread_mutex_unlock(&pool_lock);
     run_tasks(&job);
+    spin_until(job_finished, &job);
     pthread_mutex_lock(&pool_lock);
-    while (atomic_load(&job.done_tasks) < num_tasks || job.workers > 0) {
+    while (!job_finished(&job)) {
         pthread_cond_wait(&work_done, &pool_lock);
     }
     current_job = NULL;
