@@ -716,6 +716,32 @@ def test_bands_of_rows_with_a_residual_match_onnxruntime():
         loom.runtime.set_num_threads(before)
 
 
+def parallel_loops(x_shape, w_shape, attrs, target, packed=False) -> list[str]:
+    """The names of the parallel loops of Conv(x, w, b)'s schedule for `target`."""
+    s, _ = scheduled_conv(x_shape, w_shape, attrs, target, packed)
+    kinds = [(v, k) for st in s.stages for v, k in st.loop_kinds.items()]
+    return [v.var.name for v, k in kinds if k == ForKind.PARALLEL]
+
+
+@pytest.mark.parametrize("cpu", list(CPUS))
+def test_convolutions_run_in_parallel_from_a_quarter_of_the_elementwise_work(cpu):
+    """mobilenet_v2's depthwise 3x3 of 32 channels at 112x112 (451 K operations, under
+    group_schedules.PARALLEL_MIN_WORK, over CONV_PARALLEL_MIN_WORK) runs in parallel; the same
+    at 28x28 (28 K) does not."""
+    attrs = {"pads": [1] * 4, "group": 32}
+    assert parallel_loops((1, 32, 112, 112), (32, 1, 3, 3), attrs, CPUS[cpu])
+    assert not parallel_loops((1, 32, 28, 28), (32, 1, 3, 3), attrs, CPUS[cpu])
+
+
+def test_weights_outweighing_the_input_are_shared_out_by_blocks():
+    """mobilenet_v2's 576 -> 160 at 7x7 on a full-width AVX-512 core: 5 blocks of 32 channels
+    in the lanes (under MIN_PARALLEL_ITERATIONS), 368 KB of weights against 113 KB of input:
+    the parallel loop is the blocks' own (each thread reads its blocks, and
+    cpu_prefetch_weights finds the block loop), not bands of rows fused with them."""
+    loops = parallel_loops((1, 576, 7, 7), (160, 576, 1, 1), {}, CPUS["zen5"], packed=True)
+    assert loops == ["o0.o1.outer.fused"], loops
+
+
 def test_channel_tiles_over_all_rows_match_onnxruntime():
     x, w = floats(1, 16, 112, 112), floats(96, 16, 1, 1)
     compiled_matches_onnxruntime(conv_model(x, w, floats(96), "Clip"), x)

@@ -32,6 +32,7 @@ def small_parallel_threshold(monkeypatch):
     """Kernels of a few thousand elements run in parallel here, so that the tests stay small
     (test_parallel_only_with_enough_work checks the real threshold)."""
     monkeypatch.setattr(group_schedules, "PARALLEL_MIN_WORK", 1 << 12)
+    monkeypatch.setattr(conv_schedules, "CONV_PARALLEL_MIN_WORK", 1 << 12)
 
 
 def make_model(nodes, inputs, outputs, initializers=None, opset=17):

@@ -81,7 +81,7 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   step, or a block read in one row tile), the CPU's pass cpu_prefetch_weights
   (loom/transform/) prefetches them in software;
 - the loops outside the tile run in parallel when the kernel has enough work
-  (group_schedules.PARALLEL_MIN_WORK).
+  (CONV_PARALLEL_MIN_WORK).
 
 Each output element is still reduced in the rule's order: the results are the default
 schedule's, up to the contraction of a multiply and an add into a fused multiply-add; and a
@@ -113,7 +113,7 @@ from loom.ir.structural import structural_equal
 from loom.ir.visitor import post_order_visit, substitute
 from loom.te.operation import comm_reducer
 from loom.te.schedule import AttachType, Schedule, Stage
-from loom.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce
+from loom.te.tensor import ComputeOp, PlaceholderOp, ProducerLoad, Reduce, Tensor
 from loom.transform.cpu_prefetch_weights import LINE_BYTES
 
 ACCUMULATOR_SHARE = 3 / 4
@@ -153,6 +153,20 @@ faster only for magika's 5x1 convolution and mobilenet_v2's 1x1 960 -> 160 at 7x
 MIN_PARALLEL_ITERATIONS = 8
 """Below this many channel tiles, a depthwise kernel's parallel loop, or one with its channels
 in the lanes (conv_channels.py), takes in the row tiles."""
+
+CONV_PARALLEL_MIN_WORK = 1 << 18
+"""A convolution's loops outside its tile run in parallel when its work (output elements x
+reduction steps, over VECTOR_REDUCTION_SPEEDUP for vector accumulators) reaches this, 40-100 us
+on one thread: a quarter of group_schedules.PARALLEL_MIN_WORK, which was set when a second
+thread slept between kernels and took 50-100 us to wake (the pool's threads now poll between
+launches, which then cost ~1 us). A kernel left on one thread also reads back from the other
+core's cache what the parallel one before it wrote there: mobilenet_v2's depthwise
+convolutions ran slower at two threads than at one. Measured on the Intel Xeon of issue 16 at
+two threads, paired: mobilenet_v2 1.09x faster, ppocrv4_det 1.09x, nudenet 1.03x, ppocrv4_rec
+1.02x, resnet18 1.01x, silero_vad 1.01x, ppocr_mobile_v2_cls 0.97x (its small convolutions:
+0.87x at 1 << 16); one thread unchanged. A channel tile of few blocks shared out in bands of
+rows (`_schedule_channels`) keeps group_schedules.PARALLEL_MIN_WORK: fused with the rows, its
+blocks' loop is not one cpu_prefetch_weights can follow."""
 
 MIN_COLUMNS = 4
 """Outputs narrower than this, and vectors shorter, are left to group_schedules.py (it fuses
@@ -562,6 +576,17 @@ def _weight_block(op: ComputeOp) -> int | None:
     return None
 
 
+def _input_outweighs_weights(op: ComputeOp, data: Tensor) -> bool:
+    """Whether the convolution `op` reads more bytes of its input `data` than of its weights
+    (its other loads)."""
+    weights = {id(ld.tensor): ld.tensor for ld in _loads(op.body.source) if ld.tensor is not data}
+    return _bytes(data) > sum(_bytes(t) for t in weights.values())
+
+
+def _bytes(t: Tensor) -> int:
+    return math.prod(int(d) for d in t.shape) * t.dtype.itemsize
+
+
 def _uses(e, var: Var) -> bool:
     found = []
     post_order_visit(e, lambda n: found.append(n) if n is var else None)
@@ -936,7 +961,7 @@ def _schedule_window(
     work = math.prod(int(d) for d in out.shape) * _steps(red) // VECTOR_REDUCTION_SPEEDUP
     if padded is not None:  # the copy: one operation per element (group_schedules' measure)
         work += math.prod(int(d) for d in padded.op.output(0).shape)
-    if work >= group_schedules.PARALLEL_MIN_WORK:
+    if work >= CONV_PARALLEL_MIN_WORK:
         wide = window.shared > 1 or channels // tile.channels >= MIN_PARALLEL_ITERATIONS
         planes = output.fuse(*(outer[:2] if wide else outer[:3]))
         output.parallel(planes)
@@ -1007,7 +1032,7 @@ def _schedule_flat(
         flat.unroll(loop)
     flat.vectorize(lane)
     work = math.prod(int(d) for d in flat.op.shape) * _steps(cache.op)
-    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
+    if work // VECTOR_REDUCTION_SPEEDUP >= CONV_PARALLEL_MIN_WORK:
         flat.parallel(flat.fuse(n, outer))
     local.compute_at(flat, inside)
     _schedule_accumulators(local, tile)
@@ -1024,15 +1049,20 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     (measured: mobilenet_v2 run whole lost 0.7 ms to its 1x1 convolutions at 7x7 with the
     pixel tiles outside, which read all the weights once per pixel tile).
 
-    With fewer blocks than MIN_PARALLEL_ITERATIONS, the threads share out bands of rows, each
-    band's blocks one after another, instead of whole blocks: a thread then reads only its band
-    of the input (and of a residual added in the epilogue), not all of it. A block larger than
-    L1 (resnet18's 3x3 convolutions at 56x56: 2 blocks of 73 KB) is read from L2 by every pixel
-    tile either way. Measured on the Intel Xeon of issue 16 at two threads: resnet18's 3x3
-    convolution 64 -> 64 at 56x56 with a residual Add 1.07 -> 0.66 ms (without: 0.68 -> 0.63),
-    the whole model 13.3 -> 12.2 ms; one thread unchanged (1.002x paired)."""
+    With fewer blocks than MIN_PARALLEL_ITERATIONS and an input larger than the weights, the
+    threads share out bands of rows, each band's blocks one after another, instead of whole
+    blocks: a thread then reads only its band of the input (and of a residual added in the
+    epilogue), not all of it. A block larger than L1 (resnet18's 3x3 convolutions at 56x56: 2
+    blocks of 73 KB) is read from L2 by every pixel tile either way. Measured on the Intel Xeon
+    of issue 16 at two threads: resnet18's 3x3 convolution 64 -> 64 at 56x56 with a residual Add
+    1.07 -> 0.66 ms (without: 0.68 -> 0.63), the whole model 13.3 -> 12.2 ms; one thread
+    unchanged (1.002x paired). Weights larger than the input (mobilenet_v2's 576 -> 160 at 7x7:
+    368 KB against 113 KB) stay shared out by blocks, each read by one thread and prefetched
+    (cpu_prefetch_weights follows a loop of blocks, not one fused with the rows: so fused, that
+    convolution ran 0.075 -> 0.095 ms at one thread)."""
     reduction, output = window.reduction, window.output
     data = _window_load(reduction.op).tensor
+    bands = _input_outweighs_weights(reduction.op, data)
     lanes_stage = channels_last(s, reduction, tile.channels)
     if _rows_first(data):
         rows_first(s, lanes_stage, data)  # computes the padding: scheduled by group_schedules
@@ -1052,15 +1082,15 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
         output.unroll(loop)
     output.vectorize(lane)
     attach = owo
-    work = math.prod(int(d) for d in out.shape) * _steps(lanes_stage.op)
-    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
-        blocks = int(n.dom.extent.value) * int(m.dom.extent.value) // tile.channels
-        if blocks >= MIN_PARALLEL_ITERATIONS:  # the weights' block index free of divisions
+    work = math.prod(int(d) for d in out.shape) * _steps(lanes_stage.op) // VECTOR_REDUCTION_SPEEDUP
+    blocks = int(n.dom.extent.value) * int(m.dom.extent.value) // tile.channels
+    if blocks >= MIN_PARALLEL_ITERATIONS or not bands:
+        if work >= CONV_PARALLEL_MIN_WORK:  # the weights' block index free of divisions
             output.parallel(output.fuse(n, mo))
-        else:  # too few blocks to share out: bands of rows (see above)
-            output.reorder(n, oho, mo, owo, *inner, lane)
-            attach = output.fuse(n, oho, mo, owo)
-            output.parallel(attach)
+    elif work >= group_schedules.PARALLEL_MIN_WORK:  # bands of rows (see above)
+        output.reorder(n, oho, mo, owo, *inner, lane)
+        attach = output.fuse(n, oho, mo, owo)
+        output.parallel(attach)
     lanes_stage.set_scope("local")  # the accumulators: registers, not the workspace pool
     lanes_stage.compute_at(output, attach)
     red: ComputeOp = lanes_stage.op
@@ -1113,7 +1143,7 @@ def _schedule_flat_pixels(s: Schedule, window: _Window, tile: _ChannelTile) -> N
         output.vectorize(lane)
     blocks = output.fuse(n, mo)
     work = math.prod(int(d) for d in out.shape) * _steps(lanes_stage.op)
-    if work // VECTOR_REDUCTION_SPEEDUP >= group_schedules.PARALLEL_MIN_WORK:
+    if work // VECTOR_REDUCTION_SPEEDUP >= CONV_PARALLEL_MIN_WORK:
         output.parallel(blocks)
     lanes_stage.set_scope("local")  # the accumulators: registers, or a small stack buffer
     red: ComputeOp = lanes_stage.op
