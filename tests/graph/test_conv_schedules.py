@@ -684,6 +684,14 @@ def test_threads_of_a_channel_tile_with_few_blocks_share_out_bands_of_rows():
     (stage,) = [st for st in s.stages if st.op.name == "conv.sum"]
     assert 64 // 32 < conv_schedules.MIN_PARALLEL_ITERATIONS
     assert stage.leaf_iter_vars[0].var.name == "o0.o2.outer.fused.o1.outer.fused.o3.outer.fused"
+    # in a model, its padded copy too: each thread writes the rows it reads
+    x, w = floats(*x_shape), floats(*w_shape)
+    compiled = loom.compile(conv_model(x, w, floats(64), "Relu", **attrs), "llvm -mcpu=znver5")
+    loops = [f.attr("parallel_loop", None) for f in conv_kernel(compiled)]
+    assert loops[1:] == [
+        "i0.i2.fused",
+        "index0.index2.outer.fused.index1.outer.fused.index3.outer.fused",
+    ]
 
 
 def test_bands_of_rows_with_a_residual_match_onnxruntime():
