@@ -583,7 +583,7 @@ def _input_outweighs_weights(op: ComputeOp, data: Tensor) -> bool:
     return _bytes(data) > sum(_bytes(t) for t in weights.values())
 
 
-def _bytes(t: Tensor) -> int:
+def _bytes(t: Tensor | ComputeOp) -> int:
     return math.prod(int(d) for d in t.shape) * t.dtype.itemsize
 
 
@@ -995,9 +995,7 @@ def _channel_tiles_outside(red: ComputeOp, out: ComputeOp, data: ProducerLoad | 
     output's lines then push out of L2) ran 0.49 -> 0.63 ms so: hence the data's limit."""
     if data is None or _steps(red) > SHORT_REDUCTION_STEPS:
         return False
-    output_bytes = math.prod(int(d) for d in out.shape) * out.dtype.itemsize
-    data_bytes = math.prod(int(d) for d in data.tensor.shape) * data.tensor.dtype.itemsize
-    return output_bytes > STREAMED_OUTPUT_BYTES and data_bytes <= STREAMED_REREAD_BYTES
+    return _bytes(out) > STREAMED_OUTPUT_BYTES and _bytes(data.tensor) <= STREAMED_REREAD_BYTES
 
 
 def _schedule_flat(
@@ -1016,7 +1014,7 @@ def _schedule_flat(
     if copy is not None:
         s[copy].compute_root()
     read = copy.output(0) if copy is not None else data.tensor  # the copy, or the data itself
-    copy_bytes = math.prod(int(d) for d in read.shape) * read.dtype.itemsize
+    copy_bytes = _bytes(read)
     if reduction is not output:
         reduction.compute_inline()
     cache = s.cache_write(flat.op.output(0), "local")
