@@ -539,13 +539,67 @@ def flat_pixels(x_shape, w_shape, target, **attrs):
 def test_avx2_lays_a_small_pointwise_output_end_to_end(x_shape, filters, want):
     """conv_schedules._flat_pixels: on AVX2, a 1x1 convolution of stride 1 without padding
     at 7x7 to 14x14 takes two registers of channels x consecutive pixels of its rows laid end
-    to end, its long reductions in blocks; AVX-512 keeps its cost model's tiles."""
+    to end, its long reductions in blocks; Zen 4's AVX-512 keeps its cost model's tiles (a
+    full-width core: test_a_full_width_avx512_core_lays_a_long_pointwise_output_end_to_end)."""
     kernel = 3 if (x_shape, filters) == ((1, 96, 14, 14), 48) else 1
     w_shape = (filters, x_shape[1], kernel, kernel)
     assert flat_pixels(x_shape, w_shape, ZEN3) == want
     assert flat_pixels(x_shape, w_shape, ZEN4) is None
     assert flat_pixels(x_shape, w_shape, ZEN3, strides=(2, 2)) is None
     assert flat_pixels(x_shape, w_shape, ZEN3, pads=(1, 1, 1, 1)) is None
+
+
+@pytest.mark.parametrize(
+    "x_shape, filters, want",
+    [
+        ((1, 384, 14, 14), 64, (32, 196, 96)),  # rows of 14: 2 registers x 7 pixels either way
+        ((1, 576, 14, 14), 96, (32, 196, 96)),
+        ((1, 960, 7, 7), 160, (32, 49, 96)),
+        ((1, 320, 7, 7), 1280, (32, 49, 80)),
+        ((1, 64, 14, 14), 384, None),  # a short reduction: no step blocks
+        ((1, 384, 10, 10), 256, None),  # rows of 10 admit 2 x 10 pixels: 20 accumulators
+    ],
+)
+def test_a_full_width_avx512_core_lays_a_long_pointwise_output_end_to_end(x_shape, filters, want):
+    """conv_schedules._wide_flat_pixels: on a full-width AVX-512 core, a 1x1 convolution of a
+    long reduction whose rows admit no wider tile than the flat axis takes the flat tile with
+    step blocks (two registers of channels x 7 pixels); Zen 4 (halves) does not."""
+    w_shape = (filters, x_shape[1], 1, 1)
+    assert flat_pixels(x_shape, w_shape, ZEN5) == want
+    assert flat_pixels(x_shape, w_shape, ZEN4) is None
+
+
+AVX512 = "llvm -mcpu=skylake-avx512"
+"""A full-width AVX-512 target that runs on any AVX-512 machine."""
+
+
+def test_a_wide_flat_tile_with_a_residual_matches_onnxruntime():
+    """mobilenet_v2's projection 384 -> 64 at 14x14 with its residual Add, compiled for a
+    full-width AVX-512 core (the flat tile in step blocks), at 1 and 2 threads."""
+    with open("/proc/cpuinfo") as cpuinfo:
+        if " avx512f" not in cpuinfo.read():
+            pytest.skip("this machine runs no AVX-512 code")
+    x_shape, w_shape = (1, 384, 14, 14), (64, 384, 1, 1)
+    assert flat_pixels(x_shape, w_shape, HostCPU(64, "skylake-avx512")) == (32, 196, 96)
+    x = floats(*x_shape)
+    inits = {
+        "w": floats(*w_shape) * np.float32(1 / np.sqrt(384)),
+        "b": floats(64),
+        "r": floats(1, 64, 14, 14),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["conv"]),
+        helper.make_node("Add", ["conv", "r"], ["out"]),
+    ]
+    before = loom.runtime.num_threads()
+    try:
+        loom.runtime.set_num_threads(1)
+        compiled = compiled_matches_onnxruntime(make_model(nodes, x, inits), x, target=AVX512)
+        one = compiled(x=x)["out"]
+        loom.runtime.set_num_threads(2)
+        np.testing.assert_allclose(compiled(x=x)["out"], one, rtol=1e-6, atol=1e-6)
+    finally:
+        loom.runtime.set_num_threads(before)
 
 
 def epilogue_stores(x_shape, filters):
