@@ -81,6 +81,34 @@ def test_strategy_pads_its_rows_to_tiles_of_all_its_accumulators(m, prepacked, r
     assert ("C.padded" in buffers) == (m % rows != 0), sorted(buffers)
 
 
+@pytest.mark.parametrize("core, rows", [("znver5", 6), ("skylake-avx512", 6), ("znver4", 4)])
+def test_a_full_width_avx512_core_pads_its_rows_to_tiles_of_24_accumulators(core, rows):
+    """strategies.WIDE_PANEL_ACCUMULATORS: with B packed per panel, a core that runs 512-bit
+    registers whole takes tiles of 6 rows x 4 vectors (m = 64: 66 rows, the last tile past
+    m); Zen 4, which runs them as two halves, keeps 4 x 4."""
+    target = loom.target.Target(f"llvm -mcpu={core}")
+    assert VectorUnit.of(target).halves == (core == "znver4")
+    sch, args = cpu.matmul(64, 1024, 32, target=target)  # rows of B 4 KB apart: packed
+    buffers = {a.buffer.name: a.buffer for a in allocations(loom.lower(sch, args)["main"].body)}
+    tile = buffers.get("C.padded", buffers.get("C.local"))
+    assert [int(d.value) for d in tile.shape] == [rows * 64], tile
+
+
+def test_tiles_of_24_accumulators_match_numpy_on_this_machine():
+    """The 6 x 64 tiles of a full-width AVX-512 core (this machine's, where it has one), m
+    padded to whole tiles: 64 and 1024 rows, one and two threads."""
+    if VectorUnit.of(None).vector_bytes < 64 or VectorUnit.of(None).halves:
+        pytest.skip("this machine has no full-width AVX-512 core")
+    before = loom.runtime.num_threads()
+    try:
+        for threads in (1, 2):
+            loom.runtime.set_num_threads(threads)
+            run_strategy(64, 1024, 96)
+            run_strategy(1024, 1024, 64)
+    finally:
+        loom.runtime.set_num_threads(before)
+
+
 def test_strategy_packs_b_only_for_many_rows():
     sch, args = cpu.matmul(1, 256, 64)
     assert [t.op.name for t in args] == ["A", "B", "C"]

@@ -104,6 +104,7 @@ from loom.backend.cpu import group_schedules
 from loom.backend.cpu.conv_channels import channels_last, rows_first
 from loom.backend.cpu.conv_flat import Grid, flatten, grid
 from loom.backend.cpu.conv_widen import widen
+from loom.backend.cpu.dense_tiles import HALF_WIDTH_CORES
 from loom.backend.cpu.group_schedules import (
     STRIDED_MIN_STEPS,
     _stride,
@@ -132,10 +133,6 @@ MAX_ROW_REGISTERS = 8
 
 MAX_TILE_ROWS = 8
 
-HALF_WIDTH_CORES = frozenset({"znver4"})
-"""Cores (`-mcpu`) whose vector units are half as wide as their registers: AMD Zen 4 runs an
-AVX-512 operation as two 256-bit halves, so 7 vectors of 8 lanes compute a 56-wide row at
-the cost of 3.5 registers (measured: 4% faster than the row widened to 4 full registers)."""
 
 FMA_CHAINS = 8
 """Independent multiply-adds in flight that keep the FMA units busy (latency 4, two units)."""

@@ -28,6 +28,12 @@ Arm cores): addresses this far apart share a set. Rows of B a multiple of this l
 their sets: the matmul strategy packs such B sooner (strategies.NARROW_PACK_MIN_TILES), a
 one-row product takes fewer rows a step (dense_schedules.ALIASED_ROW_K_UNROLL)."""
 
+HALF_WIDTH_CORES = frozenset({"znver4"})
+"""Cores (`-mcpu`) whose vector units are half as wide as their registers: AMD Zen 4 runs an
+AVX-512 operation as two 256-bit halves, so 7 vectors of 8 lanes compute a 56-wide row at
+the cost of 3.5 registers (conv_schedules.py; measured: 4% faster than the row widened to 4
+full registers)."""
+
 ACCUMULATORS = {32: 16, 16: 12}
 """Vector accumulators of a tile by the number of vector registers: the rest hold B's vectors
 and A's broadcast. Measured on AVX-512 (Zen 4): a 4 x 64 float tile (16 zmm) at 93% of the FMA
@@ -65,6 +71,7 @@ class VectorUnit:
 
     vector_bytes: int
     registers: int
+    halves: bool = False  # runs a register's operations as two halves (HALF_WIDTH_CORES)
 
     @staticmethod
     def of(target: Target | None) -> VectorUnit:
@@ -72,7 +79,8 @@ class VectorUnit:
         if target is None:
             return _host_unit()
         aarch64 = target.triple.startswith("aarch64")
-        return VectorUnit(target.vector_bytes, 32 if target.vector_bytes >= 64 or aarch64 else 16)
+        registers = 32 if target.vector_bytes >= 64 or aarch64 else 16
+        return VectorUnit(target.vector_bytes, registers, target.cpu in HALF_WIDTH_CORES)
 
     def lanes(self, dtype: str | DataType) -> int:
         """Elements of `dtype` in one vector register."""
@@ -85,7 +93,7 @@ def _host_unit() -> VectorUnit:
     package registers the target kinds, whose backends import this module: no import back)."""
     features = llvm.get_host_cpu_features()
     if features.get("avx512f"):
-        return VectorUnit(64, 32)
+        return VectorUnit(64, 32, llvm.get_host_cpu_name() in HALF_WIDTH_CORES)
     if features.get("avx") or features.get("avx2"):
         return VectorUnit(32, 16)
     return VectorUnit(16, 32 if llvm.get_process_triple().startswith("aarch64") else 16)
@@ -117,4 +125,4 @@ def choose_tile(m: int, n: int, k: int, dtype: str | DataType, unit: VectorUnit)
     return DenseTile(rows, vectors, lanes, k_unroll)
 
 
-__all__ = ["DenseTile", "VectorUnit", "choose_tile"]
+__all__ = ["HALF_WIDTH_CORES", "DenseTile", "VectorUnit", "choose_tile"]

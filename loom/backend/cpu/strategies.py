@@ -66,13 +66,23 @@ kernel's code does not depend on where it was built."""
 
 PADDED_ROWS_MAX_WASTE = 1 / 25
 """A matmul that packs B per panel (`_packs_per_panel`) takes all the rows its tile's
-accumulators allow (dense_tiles.ACCUMULATORS: AVX2's 12 = 6 rows x 2 vectors) even when they
+accumulators allow (dense_tiles.ACCUMULATORS: AVX2's 12 = 6 rows x 2 vectors;
+WIDE_PANEL_ACCUMULATORS on a full-width AVX-512 core) even when they
 do not divide m, its last tile computing past m, when that computes at most this share more
 rows; choose_tile otherwise takes a divisor of m (4 rows x 2 vectors for m = 64, 512, 1024: 8
 accumulators, as many as the FMA's latency needs with no slack). Rows past m read A's last row
 and are never stored (no bound check in the reduction). Measured on Zen 3, paired with numpy
 per round: 1024^3 4-6 % faster (one and two threads), 512^3 6-8 %, 64x1024x1024 0-5 %. Not
 with B prepacked (its tiles one fused parallel loop): 512^3 13 % slower so."""
+
+WIDE_PANEL_ACCUMULATORS = 24
+"""On a core that runs 512-bit registers whole (AVX-512 on Intel and Zen 5, not
+dense_tiles.HALF_WIDTH_CORES), a per-panel matmul's tile has this many accumulators (6 rows x 4
+vectors of 16 floats, m padded to whole tiles: PADDED_ROWS_MAX_WASTE) instead of
+dense_tiles.ACCUMULATORS's 16 (4 x 4). Measured on the Intel Xeon (rocketlake), GFLOP/s of
+4 x 64 against 6 x 64 in one process, two runs: 1024^3 199 -> 207 and 192 -> 210 at one
+thread, 400 -> 411 and 373 -> 411 at two; 512^3 1.00-1.05 times faster, 64x1024x1024
+1.00-1.03. On Zen 4 the 6 x 64 tile spilled (dense_tiles.ACCUMULATORS)."""
 
 PANEL_GROUP = 4
 """Panels of B that a per-panel matmul (MIN_PANEL_TASKS) packs together, row by row of B: each
@@ -143,7 +153,7 @@ def matmul(
     panel_bytes = k * cols * as_dtype(dtype).itemsize
     per_panel = pack and _packs_per_panel(n, cols, panel_bytes, target)
     if per_panel and rows_given is None:
-        rows = _padded_rows(m, tile.rows, -(-cols // lanes), unit)
+        rows = _padded_rows(m, tile.rows, -(-cols // lanes), _panel_accumulators(unit))
     A = te.placeholder((m, k), dtype, name="A")
     if prepacked:
         B = te.placeholder((panels, k, cols), dtype, name="B")
@@ -218,10 +228,18 @@ def _packs_per_panel(n: int, cols: int, panel_bytes: int, target: Target | None)
     return n % cols == 0 and n // cols >= MIN_PANEL_TASKS and panel_bytes <= _panel_stack(target)
 
 
-def _padded_rows(m: int, rows: int, vectors: int, unit: VectorUnit) -> int:
-    """The rows of a tile of `vectors` vectors a row: all its accumulators' (m padded to whole
-    tiles: PADDED_ROWS_MAX_WASTE), or `rows` (choose_tile's)."""
-    full = max(1, min(m, ACCUMULATORS[32 if unit.registers >= 32 else 16] // vectors))
+def _panel_accumulators(unit: VectorUnit) -> int:
+    """The accumulators of a per-panel matmul's tile: WIDE_PANEL_ACCUMULATORS on a core that
+    runs 512-bit registers whole, else dense_tiles.ACCUMULATORS's."""
+    if unit.vector_bytes >= 64 and unit.registers >= 32 and not unit.halves:
+        return WIDE_PANEL_ACCUMULATORS
+    return ACCUMULATORS[32 if unit.registers >= 32 else 16]
+
+
+def _padded_rows(m: int, rows: int, vectors: int, accumulators: int) -> int:
+    """The rows of a tile of `vectors` vectors a row: all of `accumulators`' (m padded to
+    whole tiles: PADDED_ROWS_MAX_WASTE), or `rows` (choose_tile's)."""
+    full = max(1, min(m, accumulators // vectors))
     covered = -(-m // full) * full
     if full > rows and covered <= m * (1 + PADDED_ROWS_MAX_WASTE):
         return full
