@@ -82,7 +82,10 @@ vectors of 16 floats, m padded to whole tiles: PADDED_ROWS_MAX_WASTE) instead of
 dense_tiles.ACCUMULATORS's 16 (4 x 4). Measured on the Intel Xeon (rocketlake), GFLOP/s of
 4 x 64 against 6 x 64 in one process, two runs: 1024^3 199 -> 207 and 192 -> 210 at one
 thread, 400 -> 411 and 373 -> 411 at two; 512^3 1.00-1.05 times faster, 64x1024x1024
-1.00-1.03. On Zen 4 the 6 x 64 tile spilled (dense_tiles.ACCUMULATORS)."""
+1.00-1.03. On Zen 4 the 6 x 64 tile spilled (dense_tiles.ACCUMULATORS). The price is build
+time: the 1024 matmul's first build (bench/build.py) 42 -> 54 ms, 7.5 ms of it LLVM's work on
+the larger tile (1026 rows, no padding: 50 ms) and 4.5 ms on the last tile's rows clamped to
+A's last row."""
 
 PANEL_GROUP = 4
 """Panels of B that a per-panel matmul (MIN_PANEL_TASKS) packs together, row by row of B: each
