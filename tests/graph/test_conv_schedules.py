@@ -569,6 +569,40 @@ def test_a_full_width_avx512_core_lays_a_long_pointwise_output_end_to_end(x_shap
     assert flat_pixels(x_shape, w_shape, ZEN4) is None
 
 
+def output_stores(x_shape, w_shape, attrs, cpu, target):
+    """(lanes, stride) of the vector stores of Conv(x, w, b)'s output, scheduled for `cpu`."""
+    s, _ = scheduled_conv(x_shape, w_shape, attrs, cpu, packed=True)
+    args = [st.op.output(0) for st in s.stages if isinstance(st.op, PlaceholderOp)]
+    args += [st.op.output(0) for st in s.stages if st.is_output]
+    found = set()
+
+    def record(n):
+        if isinstance(n, BufferStore) and n.buffer.name == "conv.sum" and n.value.dtype.lanes > 1:
+            index = n.indices[0]
+            found.add(
+                (n.value.dtype.lanes, int(index.stride.value) if isinstance(index, Ramp) else None)
+            )
+
+    for f in loom.lower(s, args, target=target):
+        post_order_visit(f.body, record)
+    return found
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, want",
+    [
+        ((1, 64, 56, 56), (64, 64, 3, 3), {(8, 1)}),  # 32 channels x 8 pixels: a channel's 8
+        ((1, 128, 28, 28), (128, 128, 3, 3), {(4, 1)}),  # 2 rows x 4 pixels
+        ((1, 256, 14, 14), (256, 256, 3, 3), {(16, 196)}),  # 7 pixels: a pixel's 16 channels
+    ],
+)
+def test_a_channel_tile_of_whole_vectors_of_pixels_stores_a_channels_pixels(x_shape, w_shape, want):
+    """conv_schedules.PIXEL_VECTOR_WIDTHS: a channel tile whose rows are 4, 8 or 16 pixels
+    stores each channel's pixels as one vector; of 7, each pixel's channels across the planes."""
+    attrs = {"pads": [1] * 4}
+    assert output_stores(x_shape, w_shape, attrs, ZEN5, "llvm -mcpu=znver5") == want
+
+
 AVX512 = "llvm -mcpu=skylake-avx512"
 """A full-width AVX-512 target that runs on any AVX-512 machine."""
 

@@ -14,8 +14,10 @@ so that the tile's accumulators (a local buffer of [rows, width, C] computed at 
 tile) are vectors along their last axis, every access at a constant index after unrolling:
 LLVM keeps them in registers. The reduction's stage becomes the copy
 `out[n, m, oh, ow] = lanes[n, m // C, oh, ow, m % C]`, inlined into the epilogue (bias,
-activation), which stores the tile once, its channels vectorized (a strided store: it runs
-once per output element, the tile 9 * I multiply-adds per element).
+activation), which stores the tile once: a channel's pixels of a row as one vector when the
+row's pixels fill one (conv_schedules.PIXEL_VECTOR_WIDTHS), else a pixel's channels as a
+vector strided across the planes (it runs once per output element, the tile 9 * I
+multiply-adds per element).
 
 `rows_first` then makes the tile read its data from a copy laid out [n, h, c, w]: its steps
 read consecutive rows instead of one plane after another.

@@ -57,7 +57,8 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   (ROWS_FIRST_MAX_BYTES: consecutive steps then read consecutive rows); on AVX2, a 1x1
   convolution of a long reduction whose rows no tile of one row covers with enough
   accumulators takes one register of channels x the whole row instead of the cost model's
-  tile (ROW_STREAM_REGISTERS);
+  tile (ROW_STREAM_REGISTERS); a tile of rows of 4, 8 or 16 pixels stores each channel's
+  pixels as one vector (PIXEL_VECTOR_WIDTHS);
 - on AVX2, a 1x1 convolution of stride 1 without padding at 7x7 to 14x14 (FLAT_PIXELS_MAX:
   mobilenet_v2's at 7x7 and 14x14, nudenet's and PP-OCRv4's at 10x10) lays its output's rows
   end to end instead, as MLAS computes a pointwise convolution: a tile of two registers of
@@ -335,6 +336,17 @@ admit 2 x 10 pixels, 20 accumulators, and the flat tile loses to it by 3-7 % at 
 and is twice as slow with 20 accumulators (nudenet_320n's and PP-OCRv4 det's 384 -> 256 at
 10x10: 0.113 against 0.235 ms); the short reductions of the expansions (64 -> 384, 96 -> 576,
 160 -> 960) gain nothing from step blocks and lose up to 10 %."""
+
+PIXEL_VECTOR_WIDTHS = frozenset({4, 8, 16})
+"""A channel tile (conv_channels.py) of a row this many pixels wide stores its output a
+channel at a time: the channel's pixels, consecutive in the output, as one whole vector (its
+accumulators read across the registers: LLVM makes the lanes register shuffles), where
+storing a pixel's channels as a vector writes one lane to each of as many planes (a scatter, or
+a scalar store a lane). Other widths (7) would store a partial vector. Measured on the Intel
+Xeon (AVX-512, one thread, interleaved): resnet18's stem 7x7/2 (8 pixels) 1.310 -> 1.237 ms,
+3x3 64 at 56x56 (8) 1.092 -> 1.066, 3x3 128 at 28x28 (2 rows x 4) 1.020 -> 1.006, 1x1/2 64 ->
+128 (4) 0.092 -> 0.085; with 7 pixels unchanged (3x3 256 at 14x14, 512 at 7x7) or slower
+(mobilenet_v2's 96 -> 576 at 14x14: 0.127 -> 0.135)."""
 
 STEP_BLOCK = 96
 STEP_BLOCK_RANGE = (64, 128)
@@ -1114,8 +1126,12 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     mo, mi = output.split(m, factor=tile.channels)
     oho, ohi = output.split(oh, factor=tile.rows)
     owo, owi = output.split(ow, factor=tile.width)
-    vectors, lane = (None, mi) if tile.channels == tile.lanes else output.split(mi, tile.lanes)
-    inner = [ohi, owi] + ([vectors] if vectors is not None else [])
+    if _stores_pixel_vectors(tile):  # a channel's pixels of the tile's row: one vector
+        inner = [ohi, mi]
+        lane = owi
+    else:  # the tile's channels of a pixel: one vector, stored to as many planes
+        vectors, lane = (None, mi) if tile.channels == tile.lanes else output.split(mi, tile.lanes)
+        inner = [ohi, owi] + ([vectors] if vectors is not None else [])
     output.reorder(n, mo, oho, owo, *inner, lane)
     for loop in inner:
         output.unroll(loop)
@@ -1143,6 +1159,12 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     _unroll_tile(
         lanes_stage, tile_loops, lane, tile.rows * tile.width * (tile.channels // tile.lanes)
     )
+
+
+def _stores_pixel_vectors(tile: _ChannelTile) -> bool:
+    """Whether a channel tile's epilogue stores each channel's pixels of a row as one vector
+    (PIXEL_VECTOR_WIDTHS) rather than each pixel's channels as a vector strided across planes."""
+    return tile.width in PIXEL_VECTOR_WIDTHS
 
 
 def _schedule_flat_pixels(s: Schedule, window: _Window, tile: _ChannelTile) -> None:
