@@ -193,6 +193,8 @@ CONVS = {
     ),
     # a long reduction at 14x14: on AVX2, 8 channels x the whole row (conv_schedules._row_stream)
     "1x1 projection 14x14": ((1, 256, 14, 14), (40, 256, 1, 1), {}, True, "Clip"),
+    # on a full-width AVX-512 core, a channel tile of all 32 channels (ONE_BLOCK_CHANNEL_GAIN)
+    "1x1 projection to 32 at 28x28": ((1, 144, 28, 28), (32, 144, 1, 1), {}, True, None),
     # on AVX2, the pixels laid end to end (conv_schedules._flat_pixels): the reduction in
     # blocks of 80 steps; in no blocks (262 steps: no divisor from 64 to 128); two images,
     # without and with blocks
@@ -601,6 +603,29 @@ def test_a_channel_tile_of_whole_vectors_of_pixels_stores_a_channels_pixels(x_sh
     stores each channel's pixels as one vector; of 7, each pixel's channels across the planes."""
     attrs = {"pads": [1] * 4}
     assert output_stores(x_shape, w_shape, attrs, ZEN5, "llvm -mcpu=znver5") == want
+
+
+@pytest.mark.parametrize(
+    "x_shape, filters, channel_tile",
+    [
+        ((1, 192, 28, 28), 32, True),  # a grid of 2 channels a tile: the data read 16 times
+        ((1, 96, 28, 28), 32, True),
+        ((1, 32, 28, 28), 192, False),  # the channel tile would compute 32 of 192 channels
+        ((1, 64, 56, 56), 32, False),  # a grid of 4 channels a tile (measured faster)
+    ],
+)
+def test_a_channel_tile_of_all_the_channels_wins_ties_against_tiles_of_two(
+    x_shape, filters, channel_tile
+):
+    """conv_schedules.ONE_BLOCK_CHANNEL_GAIN on a full-width AVX-512 core; Zen 4 keeps the
+    grid. The channel tile's 2 x 4 pixels of 32 channels shares out bands of rows at two
+    threads (0.6 M of work: over CONV_PARALLEL_MIN_WORK)."""
+    w_shape = (filters, x_shape[1], 1, 1)
+    stages = conv_schedule(x_shape, w_shape, {}, ZEN5)
+    assert ("conv.sum.lanes" in stages) == channel_tile, stages
+    assert "conv.sum.lanes" not in conv_schedule(x_shape, w_shape, {}, ZEN4)
+    if channel_tile:
+        assert parallel_loops(x_shape, w_shape, {}, ZEN5, packed=True)
 
 
 AVX512 = "llvm -mcpu=skylake-avx512"

@@ -58,7 +58,9 @@ The schedule (the direct convolution of TVM's x86 conv2d and onnxruntime's MLAS 
   convolution of a long reduction whose rows no tile of one row covers with enough
   accumulators takes one register of channels x the whole row instead of the cost model's
   tile (ROW_STREAM_REGISTERS); a tile of rows of 4, 8 or 16 pixels stores each channel's
-  pixels as one vector (PIXEL_VECTOR_WIDTHS);
+  pixels as one vector (PIXEL_VECTOR_WIDTHS); on a full-width AVX-512 core a channel tile of
+  all the output channels wins ties against tiles of 2 channels, which read the data again for
+  every 2 (ONE_BLOCK_CHANNEL_GAIN: mobilenet_v2's projections to 32 channels at 28x28);
 - on AVX2, a 1x1 convolution of stride 1 without padding at 7x7 to 14x14 (FLAT_PIXELS_MAX:
   mobilenet_v2's at 7x7 and 14x14, nudenet's and PP-OCRv4's at 10x10) lays its output's rows
   end to end instead, as MLAS computes a pointwise convolution: a tile of two registers of
@@ -241,6 +243,20 @@ the L2 cache, next to the output's lines passing through)."""
 CHANNEL_MIN_GAIN = 1.05
 """A convolution is computed with its output channels in the vector lanes (conv_channels.py)
 when that computes this much more useful output per cycle than the tiles of columns."""
+
+ONE_BLOCK_CHANNEL_GAIN = 1.0
+ONE_BLOCK_MAX_TILE_CHANNELS = 2
+"""On a core of 32 vector registers that runs them whole (full-width AVX-512), a channel tile
+that computes all the output channels at once (one block) needs only this much more output
+per cycle (ties go to it) against tiles of columns of at most ONE_BLOCK_MAX_TILE_CHANNELS
+channels: those read all the data again for every two output channels, the channel tile reads
+it once. Measured on the Intel Xeon (one thread), mobilenet_v2's projections to 32 channels at
+28x28, a flat grid of 2 channels x 7 vectors against 32 channels x 2 rows x 4 pixels (scored
+alike): 96 -> 32 0.036 -> 0.029 ms, 144 -> 32 0.053 -> 0.043, 192 -> 32 0.079 -> 0.068; the
+whole model 0.7-1.1 % faster (at two threads the same: they share out bands of rows,
+`_schedule_channels`). Against tiles of
+4 channels the channel tile lost (64 -> 32 at 56x56 0.079 -> 0.092 ms, 128 -> 32 at 40x40
+0.080 -> 0.093, 64 -> 32 at 80x80 0.17 -> 0.30)."""
 
 ROWS_FIRST_MAX_BYTES = 64
 """A tile of channels in the lanes reads its data from a copy with the rows outside the
@@ -474,9 +490,20 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
         and _steps(window.reduction.op) >= SPLIT_LOADS_MIN_STEPS
     ):
         gain = SPLIT_LOADS_CHANNEL_GAIN
+    full_width = budget.registers == 32 and not halves
+    if full_width and across and found and _one_block_over_few(window, across, found):
+        gain = min(gain, ONE_BLOCK_CHANNEL_GAIN)
     if across is not None and (found is None or across[1] >= found[1] * gain):
         return _wide_flat_pixels(window, target, budget, across[0]) or across[0]
     return None if found is None else found[0]
+
+
+def _one_block_over_few(window: _Window, across: tuple, found: tuple) -> bool:
+    """Whether the channel tile `across` computes all the output channels at once and the
+    tile of columns `found` (of `_tile` or `_flat_tile`) at most ONE_BLOCK_MAX_TILE_CHANNELS."""
+    channels = int(window.reduction.op.shape[1])
+    tile = found[0][0] if isinstance(found[0], tuple) else found[0]
+    return across[0].channels == channels and tile.channels <= ONE_BLOCK_MAX_TILE_CHANNELS
 
 
 def _wide_flat_pixels(
@@ -1103,8 +1130,12 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     With fewer blocks than MIN_PARALLEL_ITERATIONS and an input larger than the weights, the
     threads share out bands of rows, each band's blocks one after another, instead of whole
     blocks: a thread then reads only its band of the input (and of a residual added in the
-    epilogue), not all of it. A block larger than L1 (resnet18's 3x3 convolutions at 56x56: 2
-    blocks of 73 KB) is read from L2 by every pixel tile either way. Measured on the Intel Xeon
+    epilogue), not all of it, from CONV_PARALLEL_MIN_WORK on (it was group_schedules'
+    PARALLEL_MIN_WORK, four times more, which left mobilenet_v2's projections to 32 channels at
+    28x28, 0.6 M, serial once they took a channel tile: ONE_BLOCK_CHANNEL_GAIN; measured at two
+    threads, paired: mobilenet_v2, nudenet_320n, resnet18 1.00x, PP-OCRv4 det 1.01x). A block
+    larger than L1 (resnet18's 3x3 convolutions at 56x56: 2 blocks of 73 KB) is read from L2
+    by every pixel tile either way. Measured on the Intel Xeon
     of issue 16 at two threads: resnet18's 3x3 convolution 64 -> 64 at 56x56 with a residual Add
     1.07 -> 0.66 ms (without: 0.68 -> 0.63), the whole model 13.3 -> 12.2 ms; one thread
     unchanged (1.002x paired). Weights larger than the input (mobilenet_v2's 576 -> 160 at 7x7:
@@ -1142,7 +1173,7 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     if blocks >= MIN_PARALLEL_ITERATIONS or not bands:
         if work >= CONV_PARALLEL_MIN_WORK:  # the weights' block index free of divisions
             output.parallel(output.fuse(n, mo))
-    elif work >= group_schedules.PARALLEL_MIN_WORK:  # bands of rows (see above)
+    elif work >= CONV_PARALLEL_MIN_WORK:  # bands of rows (see above)
         output.reorder(n, oho, mo, owo, *inner, lane)
         attach = output.fuse(n, oho, mo, owo)
         output.parallel(attach)
