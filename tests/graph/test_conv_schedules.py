@@ -663,21 +663,7 @@ def test_a_wide_flat_tile_with_a_residual_matches_onnxruntime():
 
 def epilogue_stores(x_shape, filters):
     """(lanes, stride) of the vector stores of a 1x1 Conv's output, scheduled for Zen 3."""
-    s, _ = scheduled_conv(x_shape, (filters, x_shape[1], 1, 1), {}, ZEN3, packed=True)
-    args = [st.op.output(0) for st in s.stages if isinstance(st.op, PlaceholderOp)]
-    args += [st.op.output(0) for st in s.stages if st.is_output]
-    found = set()
-
-    def record(n):
-        if isinstance(n, BufferStore) and n.buffer.name == "conv.sum" and n.value.dtype.lanes > 1:
-            index = n.indices[0]
-            found.add(
-                (n.value.dtype.lanes, int(index.stride.value) if isinstance(index, Ramp) else None)
-            )
-
-    for f in loom.lower(s, args, target=AVX2):
-        post_order_visit(f.body, record)
-    return found
+    return output_stores(x_shape, (filters, x_shape[1], 1, 1), {}, ZEN3, AVX2)
 
 
 @pytest.mark.parametrize(
