@@ -136,7 +136,6 @@ MAX_ROW_REGISTERS = 8
 
 MAX_TILE_ROWS = 8
 
-
 FMA_CHAINS = 8
 """Independent multiply-adds in flight that keep the FMA units busy (latency 4, two units)."""
 
@@ -254,9 +253,8 @@ it once. Measured on the Intel Xeon (one thread), mobilenet_v2's projections to 
 28x28, a flat grid of 2 channels x 7 vectors against 32 channels x 2 rows x 4 pixels (scored
 alike): 96 -> 32 0.036 -> 0.029 ms, 144 -> 32 0.053 -> 0.043, 192 -> 32 0.079 -> 0.068; the
 whole model 0.7-1.1 % faster (at two threads the same: they share out bands of rows,
-`_schedule_channels`). Against tiles of
-4 channels the channel tile lost (64 -> 32 at 56x56 0.079 -> 0.092 ms, 128 -> 32 at 40x40
-0.080 -> 0.093, 64 -> 32 at 80x80 0.17 -> 0.30)."""
+`_schedule_channels`). Against tiles of 4 channels the channel tile lost (64 -> 32 at 56x56
+0.079 -> 0.092 ms, 128 -> 32 at 40x40 0.080 -> 0.093, 64 -> 32 at 80x80 0.17 -> 0.30)."""
 
 ROWS_FIRST_MAX_BYTES = 64
 """A tile of channels in the lanes reads its data from a copy with the rows outside the
@@ -490,11 +488,12 @@ def _choose(window: _Window, target) -> _Tile | tuple[_Tile, Grid, int] | _Chann
         and _steps(window.reduction.op) >= SPLIT_LOADS_MIN_STEPS
     ):
         gain = SPLIT_LOADS_CHANNEL_GAIN
-    full_width = budget.registers == 32 and not halves
+    full_width = _vector_bytes(target) > FLAT_PIXELS_VECTOR_BYTES and not halves  # AVX-512
     if full_width and across and found and _one_block_over_few(window, across, found):
         gain = min(gain, ONE_BLOCK_CHANNEL_GAIN)
     if across is not None and (found is None or across[1] >= found[1] * gain):
-        return _wide_flat_pixels(window, target, budget, across[0]) or across[0]
+        wide = _wide_flat_pixels(window, budget, across[0]) if full_width else None
+        return wide or across[0]
     return None if found is None else found[0]
 
 
@@ -507,17 +506,13 @@ def _one_block_over_few(window: _Window, across: tuple, found: tuple) -> bool:
 
 
 def _wide_flat_pixels(
-    window: _Window, target, budget: _Budget, row_tile: _ChannelTile
+    window: _Window, budget: _Budget, row_tile: _ChannelTile
 ) -> _ChannelTile | None:
-    """On a core of vectors wider than AVX2's that runs them whole, the flat channel tile
+    """For a core of vectors wider than AVX2's that runs them whole, the flat channel tile
     with its reduction in step blocks (WIDE_FLAT_PIXELS_MAX_ACCUMULATORS) in place of
     `row_tile`, a tile of one row, when the reduction is long and the flat tile has no fewer
     accumulators; or None."""
-    if (
-        _vector_bytes(target) <= FLAT_PIXELS_VECTOR_BYTES
-        or getattr(target, "cpu", None) in HALF_WIDTH_CORES
-        or _steps(window.reduction.op) < LONG_REDUCTION_STEPS
-    ):
+    if _steps(window.reduction.op) < LONG_REDUCTION_STEPS:
         return None
     lanes = row_tile.lanes
     # the flat tile's channels are two registers
@@ -1127,21 +1122,20 @@ def _schedule_channels(s: Schedule, window: _Window, tile: _ChannelTile) -> None
     (measured: mobilenet_v2 run whole lost 0.7 ms to its 1x1 convolutions at 7x7 with the
     pixel tiles outside, which read all the weights once per pixel tile).
 
-    With fewer blocks than MIN_PARALLEL_ITERATIONS and an input larger than the weights, the
-    threads share out bands of rows, each band's blocks one after another, instead of whole
-    blocks: a thread then reads only its band of the input (and of a residual added in the
-    epilogue), not all of it, from CONV_PARALLEL_MIN_WORK on (it was group_schedules'
-    PARALLEL_MIN_WORK, four times more, which left mobilenet_v2's projections to 32 channels at
-    28x28, 0.6 M, serial once they took a channel tile: ONE_BLOCK_CHANNEL_GAIN; measured at two
-    threads, paired: mobilenet_v2, nudenet_320n, resnet18 1.00x, PP-OCRv4 det 1.01x). A block
-    larger than L1 (resnet18's 3x3 convolutions at 56x56: 2 blocks of 73 KB) is read from L2
-    by every pixel tile either way. Measured on the Intel Xeon
-    of issue 16 at two threads: resnet18's 3x3 convolution 64 -> 64 at 56x56 with a residual Add
-    1.07 -> 0.66 ms (without: 0.68 -> 0.63), the whole model 13.3 -> 12.2 ms; one thread
-    unchanged (1.002x paired). Weights larger than the input (mobilenet_v2's 576 -> 160 at 7x7:
-    368 KB against 113 KB) stay shared out by blocks, each read by one thread and prefetched
-    (cpu_prefetch_weights follows a loop of blocks, not one fused with the rows: so fused, that
-    convolution ran 0.075 -> 0.095 ms at one thread)."""
+    With fewer blocks than MIN_PARALLEL_ITERATIONS and an input larger than the weights, the threads
+    share out bands of rows, each band's blocks one after another, instead of whole blocks: a thread
+    then reads only its band of the input (and of a residual added in the epilogue), not all of it,
+    from CONV_PARALLEL_MIN_WORK on (it was group_schedules' PARALLEL_MIN_WORK, four times more,
+    which left mobilenet_v2's projections to 32 channels at 28x28, 0.6 M, serial once they took a
+    channel tile: ONE_BLOCK_CHANNEL_GAIN; measured at two threads, paired: mobilenet_v2,
+    nudenet_320n, resnet18 1.00x, PP-OCRv4 det 1.01x). A block larger than L1 (resnet18's 3x3
+    convolutions at 56x56: 2 blocks of 73 KB) is read from L2 by every pixel tile either way.
+    Measured on the Intel Xeon of issue 16 at two threads: resnet18's 3x3 convolution 64 -> 64 at
+    56x56 with a residual Add 1.07 -> 0.66 ms (without: 0.68 -> 0.63), the whole model 13.3 -> 12.2
+    ms; one thread unchanged (1.002x paired). Weights larger than the input (mobilenet_v2's 576 ->
+    160 at 7x7: 368 KB against 113 KB) stay shared out by blocks, each read by one thread and
+    prefetched (cpu_prefetch_weights follows a loop of blocks, not one fused with the rows: so
+    fused, that convolution ran 0.075 -> 0.095 ms at one thread)."""
     reduction, output = window.reduction, window.output
     data = _window_load(reduction.op).tensor
     bands = _input_outweighs_weights(reduction.op, data)

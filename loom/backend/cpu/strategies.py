@@ -67,13 +67,13 @@ kernel's code does not depend on where it was built."""
 PADDED_ROWS_MAX_WASTE = 1 / 25
 """A matmul that packs B per panel (`_packs_per_panel`) takes all the rows its tile's
 accumulators allow (dense_tiles.ACCUMULATORS: AVX2's 12 = 6 rows x 2 vectors;
-WIDE_PANEL_ACCUMULATORS on a full-width AVX-512 core) even when they
-do not divide m, its last tile computing past m, when that computes at most this share more
-rows; choose_tile otherwise takes a divisor of m (4 rows x 2 vectors for m = 64, 512, 1024: 8
-accumulators, as many as the FMA's latency needs with no slack). Rows past m read A's last row
-and are never stored (no bound check in the reduction). Measured on Zen 3, paired with numpy
-per round: 1024^3 4-6 % faster (one and two threads), 512^3 6-8 %, 64x1024x1024 0-5 %. Not
-with B prepacked (its tiles one fused parallel loop): 512^3 13 % slower so."""
+WIDE_PANEL_ACCUMULATORS on a full-width AVX-512 core) even when they do not divide m, its last
+tile computing past m, when that computes at most this share more rows; choose_tile otherwise
+takes a divisor of m (4 rows x 2 vectors for m = 64, 512, 1024: 8 accumulators, as many as the
+FMA's latency needs with no slack). Rows past m read A's last row and are never stored (no bound
+check in the reduction). Measured on Zen 3, paired with numpy per round: 1024^3 4-6 % faster
+(one and two threads), 512^3 6-8 %, 64x1024x1024 0-5 %. Not with B prepacked (its tiles one
+fused parallel loop): 512^3 13 % slower so."""
 
 WIDE_PANEL_ACCUMULATORS = 24
 """On a core that runs 512-bit registers whole (AVX-512 on Intel and Zen 5, not
@@ -83,9 +83,9 @@ dense_tiles.ACCUMULATORS's 16 (4 x 4). Measured on the Intel Xeon (rocketlake), 
 4 x 64 against 6 x 64 in one process, two runs: 1024^3 199 -> 207 and 192 -> 210 at one
 thread, 400 -> 411 and 373 -> 411 at two; 512^3 1.00-1.05 times faster, 64x1024x1024
 1.00-1.03. On Zen 4 the 6 x 64 tile spilled (dense_tiles.ACCUMULATORS). The price is build
-time: the 1024 matmul's first build (bench/build.py) 42 -> 54 ms, 7.5 ms of it LLVM's work on
-the larger tile (1026 rows, no padding: 50 ms) and 4.5 ms on the last tile's rows clamped to
-A's last row."""
+time: the 1024 matmul's first build (bench/build.py) 42 -> 54 ms (52-62 over five runs), 7.5
+ms of it LLVM's work on the larger tile (1026 rows, no padding: 50 ms) and 4.5 ms on the last
+tile's rows clamped to A's last row."""
 
 PANEL_GROUP = 4
 """Panels of B that a per-panel matmul (MIN_PANEL_TASKS) packs together, row by row of B: each
